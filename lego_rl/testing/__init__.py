@@ -1,0 +1,18 @@
+"""The conformance kit: contracts every plugin of a kind must pass, and a pytest plugin."""
+
+from __future__ import annotations
+
+from lego_rl.registry import PluginInfo, default_registry
+
+
+def installed_plugins(kind: str | None = None, dist: str | None = None) -> list[PluginInfo]:
+    """Installed plugins to parametrize a conformance test over (ids: use ``plugin_id``)."""
+    return [
+        p
+        for p in default_registry().all()
+        if (kind is None or p.kind == kind) and (dist is None or p.distribution == dist)
+    ]
+
+
+def plugin_id(plugin: PluginInfo) -> str:
+    return f"{plugin.kind}:{plugin.name}"

@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+sed -i 's/a - b/a + b/' /app/calc.py

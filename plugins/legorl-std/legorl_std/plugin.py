@@ -1,0 +1,17 @@
+"""Entry point of legorl-std: each kind's registration lives beside its implementation."""
+
+from legorl_std.dialect_openai_chat import legorl_register_dialect
+from legorl_std.filters import legorl_register_filter
+from legorl_std.harbor_tasks import legorl_register_tasks
+from legorl_std.local_sandbox import legorl_register_sandbox
+from legorl_std.store_observer import legorl_register_observer
+from legorl_std.test_script import legorl_register_verifier
+
+__all__ = [
+    "legorl_register_dialect",
+    "legorl_register_filter",
+    "legorl_register_observer",
+    "legorl_register_sandbox",
+    "legorl_register_tasks",
+    "legorl_register_verifier",
+]
