@@ -11,6 +11,8 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+from lego_rl.registry import ENV_ALLOW, GROUP
+
 CATALOG: dict[tuple[str, str], str] = {
     # legorl-std: the light, embedded set
     ("tasks", "harbor-dir"): "legorl-std",
@@ -72,12 +74,12 @@ def planned(kind: str, name: str) -> str:
     gpu = " (needs a GPU)" if dist in NEEDS_GPU else ""
     what = f"{kind} plugin {name!r}"
     if _installed_version(dist):
-        if os.environ.get("LEGORL_LOAD_PLUGINS") is not None:
+        if _excluded(dist):
             return (
-                f"{what} comes with {dist}, which is installed but not loaded "
-                f"(add its entry point to LEGORL_LOAD_PLUGINS){gpu}"
+                f"{what} comes with {dist}, which is installed but left out by "
+                f"LEGORL_LOAD_PLUGINS (add its entry point to that list){gpu}"
             )
-        return f"{what} is planned in {dist}, which does not provide it yet (update {dist}){gpu}"
+        return f"{what} is planned in {dist}, but the installed {dist} does not provide it yet{gpu}"
     source = PLUGINS_DIR / dist
     if (source / "pyproject.toml").is_file():
         return (
@@ -85,6 +87,16 @@ def planned(kind: str, name: str) -> str:
             f"(pip install -e {_shown(source)}){gpu}"
         )
     return f"{what} comes with {dist}, which is not in this checkout yet (planned){gpu}"
+
+
+def _excluded(dist: str) -> bool:
+    """Whether LEGORL_LOAD_PLUGINS leaves out an entry point of an installed distribution."""
+    raw = os.environ.get(ENV_ALLOW)
+    if raw is None:
+        return False
+    allow = {n.strip() for n in raw.split(",")}
+    eps = importlib.metadata.distribution(dist).entry_points
+    return any(ep.name not in allow for ep in eps if ep.group == GROUP)
 
 
 def _installed_version(dist: str) -> str:

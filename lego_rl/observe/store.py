@@ -66,13 +66,19 @@ class RunStore:
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "trajectories").mkdir(exist_ok=True)
         self.path = self.run_dir / STORE_FILE
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """Opened on the first event, so building the observer writes nothing."""
+        if self._conn is None:
+            (self.run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(SCHEMA)
+        return self._conn
 
     def emit(self, event: Event) -> None:
         data = dict(event.data)
@@ -144,7 +150,9 @@ class RunStore:
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 def to_json(value: Any) -> str:

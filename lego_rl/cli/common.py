@@ -1,0 +1,71 @@
+"""What every command shares: consoles, argument splitting, and error reporting."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from lego_rl import registry as registry_module
+from lego_rl.registry import Registry, RegistryError
+from lego_rl.spec.load import SpecError
+
+out = Console(soft_wrap=True, highlight=False)
+"""The command's report (stdout)."""
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+"""Why the command failed (stderr)."""
+
+EXIT_NOT_READY = 1
+"""Apply would refuse (missing plugins, fatal preflight), or the environment is broken."""
+EXIT_SPEC = 2
+"""The spec itself is wrong."""
+
+
+def registry() -> Registry:
+    """The registry of installed plugins (tests swap ``lego_rl.registry._default``)."""
+    return registry_module.default_registry()
+
+
+def split_args(args: list[str]) -> tuple[list[Path], list[str]]:
+    """Spec paths and KEY=VALUE overrides, from one list of positional arguments.
+
+    An argument is a spec when it is an existing file, ends in .yaml/.yml or has no '='.
+    """
+    specs: list[Path] = []
+    overrides: list[str] = []
+    for arg in args:
+        path = Path(arg)
+        if "=" not in arg or path.suffix in {".yaml", ".yml"} or path.is_file():
+            specs.append(path)
+        else:
+            overrides.append(arg)
+    return specs, overrides
+
+
+def print_spec_error(exc: SpecError, console: Console = err) -> None:
+    n = len(exc.errors)
+    console.print(f"[red]✗[/red] {escape(exc.source)}: {n} error{'s' if n != 1 else ''}")
+    for path, message in exc.errors:
+        console.print(f"  {escape(path or '(root)')}: {escape(message)}")
+
+
+def reports_errors[F: Callable[..., Any]](command: F) -> F:
+    """Expected failures become a message and an exit code, never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except SpecError as exc:
+            print_spec_error(exc)
+            raise typer.Exit(EXIT_SPEC) from None
+        except RegistryError as exc:
+            err.print(f"[red]✗[/red] {escape(str(exc))}")
+            raise typer.Exit(EXIT_NOT_READY) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,46 @@
+"""The ``legorl`` command line: one module per command, assembled here."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lego_rl import __version__
+from lego_rl.cli.apply import apply
+from lego_rl.cli.plan import plan
+from lego_rl.cli.plugins import plugins
+from lego_rl.cli.schema import schema
+from lego_rl.cli.validate import validate
+
+app = typer.Typer(
+    name="legorl",
+    help="Reinforcement learning of coding agents on their native, unmodified harnesses.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+for command in (validate, plan, apply, schema, plugins):
+    app.command()(command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"legorl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """lego-rl: one YAML spec, any harness, token-exact RL."""
+
+
+if __name__ == "__main__":
+    app()

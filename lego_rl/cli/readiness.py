@@ -1,0 +1,104 @@
+"""Whether a resolved spec can start: missing plugins and each component's preflight.
+
+Shared by ``plan`` (which reports it) and ``apply`` (which refuses to start unless ready).
+Building a component is cheap by contract, so every installed block is built here and its
+``preflight()`` called when it has one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lego_rl.kinds import Problem
+from lego_rl.registry import BuildContext, Registry
+from lego_rl.spec.resolve import Resolved, ResolvedBlock
+
+_GPU = re.compile(r"\b(GPUs?|CUDA)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One preflight problem of one block."""
+
+    path: str
+    plugin: str
+    message: str
+    fix: str = ""
+    fatal: bool = True
+
+    @property
+    def needs_gpu(self) -> bool:
+        """The component says it needs a GPU (its message or fix mentions GPU or CUDA)."""
+        return bool(_GPU.search(f"{self.message} {self.fix}"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "needs_gpu": self.needs_gpu}
+
+
+@dataclass
+class Readiness:
+    resolved: Resolved
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[ResolvedBlock]:
+        return self.resolved.missing
+
+    @property
+    def fatal(self) -> list[Finding]:
+        return [f for f in self.findings if f.fatal]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if not f.fatal]
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing and not self.fatal
+
+    @property
+    def needs_gpu(self) -> list[str]:
+        """Block paths whose component says it needs a GPU."""
+        return sorted({f.path for f in self.findings if f.needs_gpu})
+
+
+def check(resolved: Resolved, registry: Registry, spec_path: Path) -> Readiness:
+    """Build every installed component and collect its preflight problems."""
+    spec = resolved.spec
+    ctx = BuildContext(
+        spec=spec, run_dir=spec.run.run_dir.resolve(), spec_dir=spec_path.resolve().parent
+    )
+    readiness = Readiness(resolved)
+    for block in resolved.blocks:
+        if block.info is not None:
+            readiness.findings.extend(_preflight(block, registry, ctx))
+    return readiness
+
+
+def _preflight(block: ResolvedBlock, registry: Registry, ctx: BuildContext) -> list[Finding]:
+    name = block.block.plugin
+    try:
+        component = registry.build(block.kind, name, block.options, ctx)
+    except Exception as exc:
+        return [_crash(block, "could not be built", exc)]
+    preflight = getattr(component, "preflight", None)
+    if not callable(preflight):
+        return []
+    try:
+        problems: list[Problem] = list(preflight())
+    except Exception as exc:
+        return [_crash(block, "preflight() raised", exc)]
+    return [Finding(block.path, name, p.message, p.fix, p.fatal) for p in problems]
+
+
+def _crash(block: ResolvedBlock, what: str, exc: Exception) -> Finding:
+    dist = block.info.distribution if block.info else "?"
+    return Finding(
+        block.path,
+        block.block.plugin,
+        f"{block.kind} plugin {block.block.plugin!r} {what}: {type(exc).__name__}: {exc}",
+        f"check {block.path}.options; if they are right, report it to {dist}",
+    )

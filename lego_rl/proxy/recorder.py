@@ -1,0 +1,69 @@
+"""Assemble a session's CallRecords into a token-exact Trajectory of Segments.
+
+Pure functions, no server. Rules (DESIGN.md, "Data model"):
+
+- failed calls (``error`` set) carry no generation and are skipped;
+- a call with the same prompt ids as the previous kept call is a retry: the previous
+  generation is rolled back (listed in ``Trajectory.rolled_back``, not trained);
+- a call whose prompt starts with the current segment's ids is appended to it: the new
+  prompt tokens get mask 0, the completion mask 1 with its sampled log-probs and routing;
+- any other call (a rewritten history) starts a new segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lego_rl.data import CallRecord, Routing, Segment, Trajectory
+
+
+def kept_calls(calls: Sequence[CallRecord]) -> tuple[list[CallRecord], list[int]]:
+    """(calls that count, indices of rolled-back calls), in call order."""
+    kept: list[CallRecord] = []
+    rolled_back: list[int] = []
+    for call in calls:
+        if call.error is not None:
+            continue
+        if kept and kept[-1].prompt_ids == call.prompt_ids:
+            rolled_back.append(kept.pop().index)
+        kept.append(call)
+    return kept, rolled_back
+
+
+def _routing_at(routing: list[Routing] | None, start: int, stop: int) -> list[Routing | None]:
+    if routing is None or len(routing) < stop:
+        return [None] * (stop - start)
+    return list(routing[start:stop])
+
+
+def append_call(segment: Segment, call: CallRecord) -> None:
+    """Append the part of ``call.prompt_ids`` past ``segment`` (mask 0), then its completion."""
+    start, stop = len(segment.ids), len(call.prompt_ids)
+    segment.ids.extend(call.prompt_ids[start:])
+    segment.loss_mask.extend([0] * (stop - start))
+    segment.logprobs.extend([0.0] * (stop - start))
+    segment.routing.extend(_routing_at(call.prompt_routing, start, stop))
+    n = len(call.completion_ids)
+    segment.ids.extend(call.completion_ids)
+    segment.loss_mask.extend([1] * n)
+    segment.logprobs.extend(call.logprobs)
+    segment.routing.extend(_routing_at(call.routing, 0, n))
+    segment.calls.append(call.index)
+
+
+def extends(segment: Segment, prompt_ids: Sequence[int]) -> bool:
+    n = len(segment.ids)
+    return 0 < n <= len(prompt_ids) and list(prompt_ids[:n]) == segment.ids
+
+
+def assemble(calls: Sequence[CallRecord], session: str, *, subagent: bool = False) -> Trajectory:
+    """The trajectory of one session from its calls (in call order)."""
+    kept, rolled_back = kept_calls(calls)
+    segments: list[Segment] = []
+    for call in kept:
+        if not segments or not extends(segments[-1], call.prompt_ids):
+            segments.append(Segment())
+        append_call(segments[-1], call)
+    return Trajectory(
+        session=session, segments=segments, subagent=subagent, rolled_back=rolled_back
+    )

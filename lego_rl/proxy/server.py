@@ -1,0 +1,196 @@
+"""The proxy server: per-session routes for each dialect, served by uvicorn in a thread.
+
+Every session lives under ``/s/<session id>``; its dialect's routes hang below (e.g.
+``/s/<id>/v1/chat/completions``), plus ``GET /v1/models``. A request must present the
+session's key. Calls run in worker threads so one long generation never blocks the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from lego_rl.data import CallRecord, Sampling
+from lego_rl.kinds import Dialect, Inference
+from lego_rl.proxy import errors
+from lego_rl.proxy.errors import ProxyError, openai_error
+from lego_rl.proxy.pipeline import CallHandler
+from lego_rl.proxy.render import load_template
+from lego_rl.proxy.session import ProxySession
+
+STARTUP_TIMEOUT_S = 30.0
+
+
+class ProxyServer:
+    """Serves model APIs to harnesses and records every call, session by session."""
+
+    def __init__(
+        self,
+        inference: Inference,
+        dialects: Mapping[str, Dialect],
+        *,
+        model_name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_context: int = 8192,
+        chat_template: str = "qwen3",
+        on_call: Callable[[CallRecord], None] | None = None,
+        max_workers: int = 256,
+    ):
+        self.dialects = dict(dialects)
+        self.model_name = model_name
+        self.host, self.port = host, port
+        self.max_workers = max_workers
+        self.handler = CallHandler(
+            inference, model_name, max_context, load_template(chat_template), on_call
+        )
+        self.sessions: dict[str, ProxySession] = {}
+        self.url = ""
+        self.app = Starlette(
+            routes=[
+                Route("/", _ok, methods=["GET", "HEAD"]),
+                Route("/s/{sid}", self._dispatch, methods=["GET", "HEAD", "POST"]),
+                Route("/s/{sid}/{rest:path}", self._dispatch, methods=["GET", "HEAD", "POST"]),
+            ]
+        )
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Listen in a background thread; returns once the socket accepts connections."""
+        if self._server is not None:
+            raise RuntimeError(f"proxy already started at {self.url}")
+        self._executor = ThreadPoolExecutor(
+            self.max_workers, thread_name_prefix="legorl-proxy-call"
+        )
+        config = uvicorn.Config(
+            self.app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="legorl-proxy", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server = None
+                raise RuntimeError(
+                    f"proxy could not listen on {self.host}:{self.port} (port in use? "
+                    "use port 0 for a free one)"
+                )
+            time.sleep(0.01)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{self.host}:{port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._server = self._thread = self._executor = None
+
+    # -------------------------------------------------------------- sessions
+
+    def open_session(
+        self, session_id: str, dialect: str, *, sampling: Sampling, max_calls: int | None = None
+    ) -> ProxySession:
+        if dialect not in self.dialects:
+            known = ", ".join(sorted(self.dialects)) or "none"
+            raise ValueError(f"proxy has no dialect {dialect!r} (loaded: {known})")
+        if session_id in self.sessions:
+            raise ValueError(f"proxy session {session_id!r} is already open")
+        session = ProxySession(session_id, dialect, sampling, max_calls)
+        self.sessions[session_id] = session
+        return session
+
+    def close_session(self, session_id: str) -> ProxySession:
+        """Stop serving a session (later requests get 404) and hand back its records."""
+        try:
+            session = self.sessions.pop(session_id)
+        except KeyError:
+            raise KeyError(f"proxy session {session_id!r} is not open") from None
+        session.closed = True
+        return session
+
+    # -------------------------------------------------------------- requests
+
+    async def _dispatch(self, request: Request) -> Response:
+        sid = request.path_params["sid"]
+        path = "/" + request.path_params.get("rest", "").strip("/")
+        session = self.sessions.get(sid)
+        if session is None:
+            message = f"unknown proxy session {sid!r} (closed, or never opened)"
+            return JSONResponse(openai_error(404, message, errors.NOT_FOUND), 404)
+        dialect = self.dialects[session.dialect]
+        if path == "/" and request.method in ("GET", "HEAD"):
+            return JSONResponse({})
+        if not session.authorized(request.headers):
+            return _error(
+                dialect, 401, "invalid or missing API key for this session", errors.INVALID_API_KEY
+            )
+        if request.method == "GET" and path == "/v1/models":
+            return JSONResponse(self._models())
+        if (request.method, path) not in {
+            (m.upper(), "/" + p.strip("/")) for m, p in dialect.routes
+        }:
+            message = f"no route {request.method} {path} in dialect {dialect.name!r}"
+            return _error(dialect, 404, message, errors.NOT_FOUND)
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return _error(
+                dialect, 400, f"request body is not valid JSON: {exc}", errors.INVALID_REQUEST
+            )
+        if not isinstance(body, dict):
+            return _error(
+                dialect, 400, "request body must be a JSON object", errors.INVALID_REQUEST
+            )
+        loop = asyncio.get_running_loop()
+        try:
+            payload = await loop.run_in_executor(
+                self._executor, self.handler.handle, session, dialect, body
+            )
+        except ProxyError as exc:
+            return _error(dialect, exc.status, exc.message, exc.kind)
+        except Exception as exc:  # noqa: BLE001 - answer 500, keep the reason with the session
+            session.errors.append(f"proxy failure: {type(exc).__name__}: {exc}")
+            return _error(
+                dialect, 500, f"proxy failure: {type(exc).__name__}: {exc}", errors.SERVER_ERROR
+            )
+        return JSONResponse(payload)
+
+    def _models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {"id": self.model_name, "object": "model", "created": 0, "owned_by": "lego-rl"}
+            ],
+        }
+
+
+def _error(dialect: Dialect, status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse(dialect.error(status, message, kind), status)
+
+
+async def _ok(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})

@@ -1,0 +1,308 @@
+"""The mini-swe-agent harness: preflight, config, outcome mapping, and the real CLI end to end.
+
+The end-to-end tests run the unmodified `mini` program inside a bubblewrap sandbox double
+against a scripted OpenAI-compatible server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lego_rl.data import Termination
+from lego_rl.kinds import Endpoint, ExecResult, Harness, Task, first_fatal
+from lego_rl.registry import Registry
+
+import legorl_mini_swe_agent.plugin as plugin
+from legorl_mini_swe_agent import MiniSweAgent, MiniSweAgentOptions
+from legorl_mini_swe_agent.config import build_config
+from legorl_mini_swe_agent.outcome import classify, render_transcript
+
+ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy")
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    reg = Registry()
+    reg.add_module(plugin, name="mini-swe-agent", distribution="legorl-mini-swe-agent")
+    yield reg
+    reg.remove_module(plugin)
+
+
+# ---------------------------------------------------------------- registration, preflight
+
+
+def test_registered_with_its_dialect(registry: Registry) -> None:
+    info = registry.get("harness", "mini-swe-agent")
+    assert info.factory.dialect == "openai-chat"
+    harness = registry.build("harness", "mini-swe-agent", {"max_turns": 3})
+    assert isinstance(harness, Harness)
+    with pytest.raises(ValueError, match="max_turn"):
+        registry.options("harness", "mini-swe-agent", {"max_turn": 3})
+
+
+def test_preflight_passes_with_the_installed_cli(registry: Registry) -> None:
+    assert registry.build("harness", "mini-swe-agent").preflight() == []
+
+
+@pytest.mark.parametrize("command", ["/nonexistent/bin/mini", "no-such-mini-program"])
+def test_preflight_names_the_missing_cli_and_the_install(registry: Registry, command: str) -> None:
+    harness = registry.build("harness", "mini-swe-agent", {"command": command})
+    problem = first_fatal(harness.preflight())
+    assert problem is not None
+    assert command in problem.message
+    assert "pip install mini-swe-agent==2.4.6" in problem.fix
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_config_points_the_model_at_the_proxy() -> None:
+    options = MiniSweAgentOptions(
+        max_turns=5, model_prefix="hosted_vllm/", config={"model": {"model_kwargs": {"temperature": 0.5}}}
+    )
+    config = build_config(options, ENDPOINT, "fix it", "/app", timeout=100)
+    kwargs = config["model"]["model_kwargs"]
+    assert config["model"]["model_name"] == "hosted_vllm/policy"
+    assert kwargs["api_base"] == "http://127.0.0.1:1/s/trial-1/v1"
+    assert kwargs["api_key"] == "sk-session"
+    assert kwargs["temperature"] == 0.5 and kwargs["max_retries"] == 0
+    assert config["agent"]["step_limit"] == 5 and config["agent"]["cost_limit"] == 0
+    assert config["agent"]["wall_time_limit_seconds"] == 90
+    assert config["environment"] == {"environment_class": "local", "cwd": "/app", "timeout": 60}
+    assert config["run"]["task"] == "fix it"
+
+
+# ---------------------------------------------------------------- outcome mapping
+
+
+def _trajectory(status: str, exception: str = "") -> dict[str, Any]:
+    extra = {"exit_status": status, "exception_str": exception}
+    exit_message = {"role": "exit", "content": exception, "extra": extra}
+    return {"info": {"exit_status": status}, "messages": [exit_message]}
+
+
+@pytest.mark.parametrize(
+    ("execution", "trajectory", "expected"),
+    [
+        (ExecResult(0), _trajectory("Submitted"), Termination.COMPLETED),
+        (ExecResult(0), _trajectory("LimitsExceeded"), Termination.MAX_TURNS),
+        (ExecResult(0), _trajectory("TimeExceeded"), Termination.AGENT_TIMEOUT),
+        (ExecResult(124, timed_out=True), _trajectory(""), Termination.AGENT_TIMEOUT),
+        (
+            ExecResult(1),
+            _trajectory("InternalServerError", "litellm.InternalServerError: OpenAIException - boom"),
+            Termination.API_ERROR,
+        ),
+        (
+            ExecResult(1),
+            _trajectory("BadRequestError", "litellm.BadRequestError: maximum context length is 8192 tokens"),
+            Termination.CONTEXT_OVERFLOW,
+        ),
+        (ExecResult(1), _trajectory("KeyError", "'command'"), Termination.HARNESS_CRASH),
+        (ExecResult(2, stderr="Traceback: no such option"), None, Termination.HARNESS_CRASH),
+    ],
+    ids=["submitted", "step-limit", "wall-clock", "killed", "api-500", "context", "crash", "no-trajectory"],
+)
+def test_outcome_mapping(execution: ExecResult, trajectory: dict | None, expected: Termination) -> None:
+    result = classify(execution, trajectory)
+    assert result.termination == expected
+    assert result.reason
+    if trajectory is None:
+        assert "no such option" in result.reason
+
+
+def test_transcript_shows_tool_calls_as_commands() -> None:
+    call = {"function": {"name": "bash", "arguments": json.dumps({"command": "ls -la"})}}
+    text = render_transcript({"messages": [{"role": "assistant", "content": "look", "tool_calls": [call]}]})
+    assert text == "[assistant]\nlook\n$ ls -la"
+
+
+# ---------------------------------------------------------------- end to end (test doubles)
+
+
+Reply = Callable[[int, dict[str, Any]], tuple[int, dict[str, Any]]]
+
+
+class FakeOpenAI:
+    """An OpenAI chat-completions server on 127.0.0.1 whose replies a test scripts."""
+
+    def __init__(self, reply: Reply):
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                auth = self.headers.get("Authorization")
+                outer.requests.append({"path": self.path, "auth": auth, "body": body, "at": time.monotonic()})
+                status, payload = outer.reply(len(outer.requests), body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/s/trial-1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def bash_call(n: int, command: str) -> tuple[int, dict[str, Any]]:
+    function = {"name": "bash", "arguments": json.dumps({"command": command})}
+    call = {"id": f"call_{n}", "type": "function", "function": function}
+    message = {"role": "assistant", "content": f"Step {n}.", "tool_calls": [call]}
+    return 200, {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "policy",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class BwrapSandbox:
+    """Sandbox double: each exec is `bash -c` in bubblewrap, / read-only, /app and /logs from temp dirs."""
+
+    workdir = "/app"
+
+    def __init__(self, root: Path):
+        self.mounts = {"/app": root / "app", "/logs": root / "logs"}
+        for host in self.mounts.values():
+            host.mkdir(parents=True)
+
+    def host(self, path: str) -> Path:
+        for inside, host in self.mounts.items():
+            if path == inside or path.startswith(inside + "/"):
+                return host / path[len(inside) :].lstrip("/")
+        raise FileNotFoundError(f"{path} is outside the writable mounts {list(self.mounts)}")
+
+    def exec(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> ExecResult:
+        argv = ["bwrap", "--tmpfs", "/"]
+        for entry in Path("/").iterdir():
+            if entry.name in {"dev", "proc", "tmp"}:
+                continue
+            view = ["--symlink", os.readlink(entry)] if entry.is_symlink() else ["--ro-bind", str(entry)]
+            argv += [*view, str(entry)]
+        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent", "--clearenv"]
+        for inside, host in self.mounts.items():
+            argv += ["--bind", str(host), inside]
+        for key, value in {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", **(env or {})}.items():
+            argv += ["--setenv", key, value]
+        argv += ["--chdir", cwd or self.workdir, "bash", "-c", command]
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return ExecResult(124, out, err, timed_out=True, seconds=time.monotonic() - started)
+        return ExecResult(proc.returncode, out, err, seconds=time.monotonic() - started)
+
+    def upload(self, src: Path, dst: str) -> None:
+        target = self.host(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, target)
+
+    def download(self, src: str, dst: Path) -> None:
+        shutil.copy(self.host(src), dst)
+
+    def endpoint_url(self, host_url: str) -> str:
+        return host_url
+
+    def stop(self) -> None:
+        pass
+
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+
+
+def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOpenAI, BwrapSandbox, float]:
+    server = FakeOpenAI(reply)
+    sandbox = BwrapSandbox(tmp_path)
+    (sandbox.mounts["/app"] / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    task = Task(name="calc", path=tmp_path, instruction="Fix add() in calc.py: it should add.")
+    endpoint = Endpoint(base_url=server.url, api_key="sk-session", model="policy")
+    harness = MiniSweAgent(MiniSweAgentOptions(**options))
+    started = time.monotonic()
+    try:
+        result = harness.run(sandbox, task, endpoint, timeout=120)
+    finally:
+        server.close()
+    return result, server, sandbox, time.monotonic() - started
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
+    def reply(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        fix, submit = "sed -i 's/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+        return bash_call(n, fix if n == 1 else submit)
+
+    result, server, sandbox, _ = run_trial(tmp_path, reply)
+
+    assert result.termination == Termination.COMPLETED, result.reason
+    assert (sandbox.mounts["/app"] / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert len(server.requests) == 2
+    first = server.requests[0]
+    assert first["path"] == "/s/trial-1/v1/chat/completions"
+    assert first["auth"] == "Bearer sk-session"
+    assert first["body"]["model"] == "policy"
+    assert [t["function"]["name"] for t in first["body"]["tools"]] == ["bash"]
+    assert not first["body"].get("stream")
+    assert "Fix add() in calc.py" in json.dumps(first["body"]["messages"])
+    second = server.requests[1]["body"]["messages"]
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_1"
+    assert "$ sed -i 's/a - b/a + b/' calc.py" in result.transcript
+    assert result.details["api_calls"] == 2
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_step_limit_ends_as_max_turns(tmp_path: Path) -> None:
+    result, server, _, _ = run_trial(tmp_path, lambda n, body: bash_call(n, "ls"), max_turns=2)
+
+    assert result.termination == Termination.MAX_TURNS, result.reason
+    assert len(server.requests) == 2
+    assert result.transcript.count("$ ls") == 2
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
+    def reply(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 500, {"error": {"message": "inference backend is down", "type": "server_error"}}
+
+    result, server, _, seconds = run_trial(tmp_path, reply)
+
+    assert result.termination == Termination.API_ERROR, result.reason
+    assert "inference backend is down" in result.reason
+    assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
+    assert seconds < 60
