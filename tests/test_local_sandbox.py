@@ -1,0 +1,276 @@
+"""The ``local`` sandbox (bubblewrap) and its Dockerfile interpreter."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import legorl_std.local_sandbox as local_sandbox
+import pytest
+from legorl_std.dockerfile import DockerfileError, materialise
+from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions, SandboxError
+
+from lego_rl.kinds import Sandbox, Task
+from lego_rl.registry import BuildContext, Registry
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+DOCKERFILE = "FROM python:3.12-slim\nWORKDIR /app\nENV GREETING=hello\nCOPY app/ /app/\n"
+
+
+def make_task(root: Path, dockerfile: str = DOCKERFILE, name: str = "t") -> Task:
+    task = root / name
+    (task / "environment" / "app").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    (task / "environment" / "app" / "main.py").write_text("print('hi')\n")
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    return Task(name=name, path=task, instruction="do it")
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalSandboxBackend:
+    return LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))
+
+
+@pytest.fixture
+def sandbox(backend: LocalSandboxBackend, tmp_path: Path) -> Iterator[local_sandbox.LocalSandbox]:
+    box = backend.start(make_task(tmp_path), "trial-1")
+    yield box
+    box.stop()
+
+
+def _alive(token: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = (
+                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ") if entry.isdigit() else b""
+            )
+            if token.encode() in cmdline:
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+# ---------------------------------------------------------------- exec
+
+
+def test_exec_runs_in_the_materialised_workdir(sandbox):
+    assert isinstance(sandbox, Sandbox) and sandbox.workdir == "/app"
+    out = sandbox.exec("pwd; ls; echo $GREETING; echo oops >&2; exit 3", timeout=30)
+    assert (out.exit_code, out.stdout, out.stderr) == (3, "/app\nmain.py\nhello\n", "oops\n")
+    assert not out.timed_out and out.seconds > 0
+    assert sandbox.exec("pwd", timeout=30, cwd="/logs/verifier").stdout == "/logs/verifier\n"
+    assert sandbox.exec("ls -d /logs/*", timeout=30).stdout.split() == [
+        "/logs/agent", "/logs/artifacts", "/logs/verifier"
+    ]  # fmt: skip
+
+
+def test_clean_environment(sandbox, monkeypatch):
+    monkeypatch.setenv("LEGORL_HOST_SECRET", "s3cret")
+    out = sandbox.exec("env", timeout=30, env={"MINE": "1"})
+    names = {line.split("=", 1)[0] for line in out.stdout.splitlines()}
+    assert {"PATH", "HOME", "LANG", "GREETING", "MINE"} <= names
+    assert "LEGORL_HOST_SECRET" not in names and "s3cret" not in out.stdout
+
+
+def test_host_root_read_only_but_trial_files_writable(sandbox):
+    out = sandbox.exec(
+        "touch /usr/x; touch /x; echo fixed > main.py; echo $HOME > $HOME/h; echo t > /tmp/t", timeout=30
+    )
+    assert out.stderr.count("Read-only file system") == 2
+    assert (sandbox.fs / "app" / "main.py").read_text() == "fixed\n"
+    assert (sandbox.fs / "home" / "agent" / "h").read_text() == "/home/agent\n"
+    assert sandbox.exec("cat /tmp/t", timeout=30).exit_code != 0, "/tmp must be private to each exec"
+
+
+def test_python_and_the_venv_are_usable_inside(sandbox):
+    assert sandbox.exec("python3 -c 'print(1)'", timeout=30).stdout == "1\n"
+    out = sandbox.exec(f"{sys.executable} -c 'import lego_rl; print(lego_rl.__file__)'", timeout=60)
+    assert out.exit_code == 0 and out.stdout.startswith("/"), out
+
+
+def test_timeout_kills_the_whole_process_tree(sandbox):
+    token = f"{987 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    start = time.monotonic()
+    out = sandbox.exec(f"setsid nohup sleep {token} >/dev/null 2>&1 & sleep {token}", timeout=1)
+    assert out.timed_out and out.exit_code == local_sandbox.TIMEOUT_EXIT
+    assert time.monotonic() - start < 5
+    deadline = time.monotonic() + 3
+    while _alive(f"sleep {token}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(f"sleep {token}") == []
+
+
+def test_no_process_survives_an_exec(sandbox):
+    token = f"{876 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    assert sandbox.exec(f"sleep {token} & echo started", timeout=30).stdout == "started\n"
+    deadline = time.monotonic() + 3
+    while _alive(f"sleep {token}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(f"sleep {token}") == []
+
+
+def test_bwrap_setup_failure_is_a_sandbox_error(sandbox):
+    shutil.rmtree(sandbox.fs / "home")
+    with pytest.raises(SandboxError, match="bubblewrap could not set up trial trial-1"):
+        sandbox.exec("true", timeout=30)
+
+
+# ---------------------------------------------------------------- isolation
+
+
+def test_other_trials_and_the_task_are_hidden(tmp_path: Path):
+    # Outside /tmp on purpose: /tmp is private anyway, the tmpfs over the trials root must do the work.
+    run_dir = Path(tempfile.mkdtemp(prefix="legorl-test-run-", dir="/var/tmp"))
+    try:
+        backend = LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=run_dir))
+        task = make_task(tmp_path)
+        a, b = backend.start(task, "a"), backend.start(task, "b")
+        (run_dir / "store.db").write_text("run store")
+        assert (b.fs / "app" / "main.py").is_file() and a.trial_dir.parent == run_dir / "trials"
+        for path in (b.fs / "app" / "main.py", run_dir / "store.db", task.path / "tests" / "test.sh"):
+            out = a.exec(f"cat {path}", timeout=30)
+            assert out.exit_code != 0 and "No such file" in out.stderr, out
+        a.stop()
+        b.stop()
+    finally:
+        shutil.rmtree(run_dir)
+
+
+# ---------------------------------------------------------------- upload / download
+
+
+def test_upload_download_round_trip(sandbox, tmp_path: Path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("A\n")
+    (src / "sub" / "b.txt").write_text("B\n")
+    sandbox.upload(src, "/tests")
+    sandbox.upload(src / "a.txt", "/data/one.txt")
+    sandbox.upload(src / "a.txt", "notes/a.txt")  # relative: under the workdir
+    out = sandbox.exec("cat /tests/a.txt /tests/sub/b.txt /data/one.txt /app/notes/a.txt", timeout=30)
+    assert out.stdout == "A\nB\nA\nA\n", out
+    sandbox.exec("echo made > /tests/sub/c.txt; echo log > /logs/agent/x.log", timeout=30)
+    sandbox.download("/tests", tmp_path / "back")
+    assert sorted(p.name for p in (tmp_path / "back").rglob("*.txt")) == ["a.txt", "b.txt", "c.txt"]
+    sandbox.download("/logs/agent/x.log", tmp_path / "x.log")
+    assert (tmp_path / "x.log").read_text() == "log\n"
+    with pytest.raises(FileNotFoundError, match="not kept between commands"):
+        sandbox.download("/etc/hostname", tmp_path / "h")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        sandbox.download("/app/missing", tmp_path / "m")
+    with pytest.raises(SandboxError):
+        sandbox.upload(src, "/")
+
+
+def test_download_refuses_a_symlink_out_of_the_trial(sandbox, tmp_path: Path):
+    sandbox.exec("ln -s /etc/passwd /app/leak", timeout=30)
+    with pytest.raises(SandboxError, match="outside the trial"):
+        sandbox.download("/app/leak", tmp_path / "leak")
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def test_stop_keeps_or_removes_the_trial_dir(backend, tmp_path: Path):
+    task = make_task(tmp_path)
+    kept = backend.start(task, "kept")
+    kept.stop()
+    assert (kept.trial_dir / "sandbox.json").is_file()
+    gone = LocalSandboxBackend(LocalSandboxOptions(keep=False), BuildContext(run_dir=tmp_path / "r2"))
+    box = gone.start(task, "gone")
+    box.stop()
+    assert not box.trial_dir.exists()
+    assert box.endpoint_url("http://127.0.0.1:8123/s/x") == "http://127.0.0.1:8123/s/x"
+
+
+def test_trial_ids_are_unique_and_plain(backend, tmp_path: Path):
+    task = make_task(tmp_path)
+    backend.start(task, "same").stop()
+    with pytest.raises(SandboxError, match="exists already"):
+        backend.start(task, "same")
+    with pytest.raises(SandboxError, match="plain file name"):
+        backend.start(task, "../escape")
+
+
+def test_construction_is_side_effect_free_and_registered(tmp_path: Path):
+    registry = Registry()
+    registry.add_module(local_sandbox, name="local-sandbox-under-test")
+    backend = registry.build("sandbox", "local", {"root": "trials"}, BuildContext(spec_dir=tmp_path))
+    assert not (tmp_path / "trials").exists()
+    assert backend.preflight() == []
+    assert backend.start(make_task(tmp_path), "x").trial_dir == tmp_path / "trials" / "x"
+
+
+def test_preflight_names_the_missing_bwrap():
+    backend = LocalSandboxBackend(LocalSandboxOptions(bwrap="no-such-bwrap"), BuildContext())
+    [problem] = backend.preflight()
+    assert problem.fatal and "bubblewrap" in str(problem) and "apt-get install bubblewrap" in str(problem)
+
+
+# ---------------------------------------------------------------- Dockerfile interpreter
+
+
+def test_run_in_a_dockerfile_is_a_clear_error(backend, tmp_path: Path):
+    task = make_task(tmp_path, DOCKERFILE + "RUN pip install numpy\n")
+    with pytest.raises(
+        DockerfileError, match=r"Dockerfile:5: the local sandbox cannot build `RUN`.*`harbor` sandbox"
+    ):
+        backend.start(task, "run")
+    assert not (backend.root / "run").exists(), "a failed start leaves no trial dir behind"
+
+
+def test_dockerfile_subset(tmp_path: Path):
+    context = tmp_path / "ctx"
+    (context / "src" / "pkg").mkdir(parents=True)
+    (context / "src" / "pkg" / "m.py").write_text("x = 1\n")
+    (context / "tool.sh").write_text("echo tool\n")
+    (context / "Dockerfile").write_text(
+        "# syntax=docker/dockerfile:1\n"
+        "FROM --platform=linux/amd64 python:3.12-slim AS base\n"
+        "ARG ROOT=/srv\n"
+        "ENV PATH=/opt/bin:$PATH \\\n"
+        '    NAME="two words"\n'
+        "ENV LEGACY value with spaces\n"
+        "WORKDIR ${ROOT}/project\n"
+        "COPY src/ ./\n"
+        "COPY --chmod=755 tool.sh /opt/bin/\n"
+        "LABEL maintainer=me\n"
+        'CMD ["bash"]\n'
+    )
+    image = materialise(context / "Dockerfile", tmp_path / "fs", {"PATH": "/usr/bin"})
+    assert image.base == "python:3.12-slim" and image.workdir == "/srv/project"
+    assert image.env == {"PATH": "/opt/bin:/usr/bin", "NAME": "two words", "LEGACY": "value with spaces"}
+    assert (tmp_path / "fs" / "srv" / "project" / "pkg" / "m.py").read_text() == "x = 1\n"
+    assert os.access(tmp_path / "fs" / "opt" / "bin" / "tool.sh", os.X_OK)
+    assert sorted(image.mount_points) == ["/opt/bin/tool.sh", "/srv/project"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("WORKDIR /app\n", "no FROM"),
+        ("FROM a\n", "Dockerfile: WORKDIR: the local sandbox cannot COPY onto / or work in /"),
+        ("FROM a\nFROM b\n", "multi-stage"),
+        ("FROM a\nCOPY --from=a /x /y\n", "--from"),
+        ("FROM a\nCOPY ../secret /app/\n", "not found|outside the build context"),
+        ("FROM a\nCOPY missing.txt /app/\n", "not found in the build context"),
+        ("FROM a\nADD https://example.com/x.tgz /app/\n", "URL or an archive"),
+        ("FROM a\nUSER nobody\n", "cannot build `USER`"),
+    ],
+)
+def test_dockerfile_errors(tmp_path: Path, text: str, message: str):
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "secret").write_text("s")
+    (tmp_path / "ctx" / "Dockerfile").write_text(text)
+    with pytest.raises(DockerfileError, match=message):
+        materialise(tmp_path / "ctx" / "Dockerfile", tmp_path / "fs")
