@@ -72,7 +72,8 @@ def test_config_points_the_model_at_the_proxy() -> None:
     options = MiniSweAgentOptions(
         max_turns=5, model_prefix="hosted_vllm/", config={"model": {"model_kwargs": {"temperature": 0.5}}}
     )
-    config = build_config(options, ENDPOINT, "fix it", "/app", timeout=100)
+    config = build_config(options, ENDPOINT, "fix it", "/app", timeout=100, max_turns=5)
+    assert config["agent"]["step_limit"] == 5
     kwargs = config["model"]["model_kwargs"]
     assert config["model"]["model_name"] == "hosted_vllm/policy"
     assert kwargs["api_base"] == "http://127.0.0.1:1/s/trial-1/v1"
@@ -306,3 +307,14 @@ def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
     assert "inference backend is down" in result.reason
     assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
     assert seconds < 60
+
+
+def test_max_turns_defaults_to_the_run_spec() -> None:
+    from lego_rl.registry import BuildContext
+    from lego_rl.spec.models import Spec
+
+    blocks = {k: {"plugin": "x"} for k in ("tasks", "sandbox", "harness", "dialect", "verifier",
+                                          "optimizer", "inference", "trainer")}
+    spec = Spec.model_validate({"model": {"name": "m"}, "run": {"max_turns": 4}, **blocks})
+    assert MiniSweAgent(MiniSweAgentOptions(), BuildContext(spec=spec)).max_turns == 4
+    assert MiniSweAgent(MiniSweAgentOptions(max_turns=2), BuildContext(spec=spec)).max_turns == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lego_rl.kinds import Endpoint
+from lego_rl.spec.load import deep_merge
 
 from legorl_mini_swe_agent.options import MiniSweAgentOptions
 
@@ -19,13 +20,14 @@ def build_config(
     instruction: str,
     workdir: str,
     timeout: float,
+    max_turns: int,
 ) -> dict[str, Any]:
     """The config mini-swe-agent merges after its built-in ``mini.yaml``."""
     ours: dict[str, Any] = {
         "run": {"task": instruction},
         "agent": {
             "agent_class": "default",
-            "step_limit": options.max_turns,
+            "step_limit": max_turns,
             "cost_limit": 0,
             "wall_time_limit_seconds": max(1, int(timeout - min(10.0, timeout * TIMEOUT_MARGIN))),
             "max_consecutive_format_errors": 0,
@@ -48,14 +50,3 @@ def build_config(
         },
     }
     return deep_merge(ours, options.config)
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """base with over laid on top; nested dicts merge, anything else is replaced."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out

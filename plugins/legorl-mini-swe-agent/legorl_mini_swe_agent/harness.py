@@ -57,6 +57,13 @@ class MiniSweAgent:
         self.options = options
         self.ctx = ctx or BuildContext()
 
+    @property
+    def max_turns(self) -> int:
+        """The option, else the spec's ``run.max_turns``."""
+        if self.options.max_turns is not None:
+            return self.options.max_turns
+        return self.ctx.spec.run.max_turns if self.ctx.spec is not None else 8
+
     def command_path(self) -> Path | None:
         """The absolute path of the `mini` executable, or None if it is not there."""
         raw = self.options.command
@@ -94,7 +101,9 @@ class MiniSweAgent:
         if mini is None:
             missing = f"mini-swe-agent CLI not found ({INSTALL})"
             return HarnessResult(Termination.HARNESS_CRASH, reason=missing)
-        config = build_config(self.options, endpoint, task.instruction, sandbox.workdir, timeout)
+        config = build_config(
+            self.options, endpoint, task.instruction, sandbox.workdir, timeout, self.max_turns
+        )
         with tempfile.TemporaryDirectory(prefix="legorl-mini-") as tmp:
             local = Path(tmp)
             prepared = sandbox.exec(f"mkdir -p {LOGS} && rm -f {TRAJECTORY_FILE}", timeout=30)

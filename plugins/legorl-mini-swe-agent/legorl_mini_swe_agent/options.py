@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 class MiniSweAgentOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_turns: int = Field(8, ge=1)
-    """Model calls before mini-swe-agent stops with LimitsExceeded (its ``agent.step_limit``)."""
+    max_turns: int | None = Field(None, ge=1)
+    """Model calls before mini-swe-agent stops with LimitsExceeded (its ``agent.step_limit``);
+    default: the spec's ``run.max_turns``."""
     command: str | None = None
     """The ``mini`` executable: a path (relative to the spec file) or a name on PATH.
     Default: the ``mini`` beside this Python interpreter."""
