@@ -1,0 +1,75 @@
+"""Options models of the embedded plugins: pydantic only, so registering them is instant.
+
+The plugin modules that use them import torch and transformers, which take seconds; the
+entry point (plugin.py) imports only this module and loads the rest on first build.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class HFInferenceOptions(BaseModel):
+    """Options of the ``hf`` inference plugin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32", description="Precision of the sampling copy of the weights."
+    )
+    threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads (process-wide); none keeps torch's default."
+    )
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        default="auto", description="Where the model runs; auto picks cuda when a GPU is visible."
+    )
+
+
+class GRPOOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clip_low: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="Lower clip range of the ratio."
+    )
+    clip_high: float = Field(
+        default=0.28, ge=0.0, description="Upper clip range (DAPO clip-higher)."
+    )
+    normalize_std: bool = Field(
+        default=True, description="Divide advantages by the group's std (False: Dr. GRPO)."
+    )
+    aggregation: Literal["token-mean", "seq-mean-token-mean"] = Field(
+        default="token-mean",
+        description="token-mean: every trained token of the step weighs the same; "
+        "seq-mean-token-mean: average per trial first, then over trials.",
+    )
+    kl_coef: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Weight of a k3 KL penalty to the initial policy (0: none).",
+    )
+    tis_cap: float | None = Field(
+        default=2.0,
+        gt=0.0,
+        description="Cap of the trainer/inference importance weight; null disables it.",
+    )
+
+
+class EmbeddedTrainerOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(default=1e-4, gt=0.0, description="AdamW learning rate.")
+    warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warmup, in steps.")
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Gradient-norm clip.")
+    micro_batch_tokens: int = Field(
+        default=4096, ge=1, description="Padded tokens per forward/backward pass."
+    )
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    checkpoint: Literal["final", "every", "none"] = Field(
+        default="final", description="Write run_dir/checkpoints/final, one per step, or none."
+    )
+    threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads (default: torch's)."
+    )
