@@ -5,7 +5,7 @@ Plugins satisfy these structurally; nothing here is meant to be subclassed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -275,7 +275,15 @@ class Inference(Protocol):
 
     policy_version: int
 
-    def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation: ...
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """Sample a completion. ``on_token(id, logprob)`` is called as each token is sampled
+        (from the generating thread), so the proxy can stream it to the harness."""
+        ...
 
     def preflight(self) -> list[Problem]: ...
 

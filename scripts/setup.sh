@@ -27,9 +27,14 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     echo "creating $VENV with $PY"
     "$PY" -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+pip_install() {
+    # pip's notes about unreadable local index locations are noise here.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+        | { grep -v "^WARNING: Location '.*' is ignored" || true; }
+    return "${PIPESTATUS[0]}"
+}
 # torch first and pinned: an unpinned resolve would pull a newer multi-GB build.
-"${PIP[@]}" "torch==2.13.0"
-"${PIP[@]}" -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent
+pip_install "torch==2.13.0"
+pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent
 echo "$want" > "$STAMP"
 echo "setup done: $VENV"

@@ -205,3 +205,8 @@ def test_load_and_resolve_reports_structure_and_options_together(
     errors = errors_of(exc)
     assert set(errors) == {"run.steps", "harness.options.step_limit"}
     assert exc.value.source == str(spec_file)
+
+
+def test_env_overrides_accept_json_blocks() -> None:
+    env = {"LEGORL_RUN": '{"steps": 4, "name": "x"}', "LEGORL_TRAINER__OPTIONS__LR": "0.001"}
+    assert env_overrides(env) == ["run.name=x", "run.steps=4", "trainer.options.lr=0.001"]

@@ -8,6 +8,7 @@ import typer
 
 from lego_rl import __version__
 from lego_rl.cli.apply import apply
+from lego_rl.cli.bench import bench
 from lego_rl.cli.plan import plan
 from lego_rl.cli.plugins import plugins
 from lego_rl.cli.schema import schema
@@ -20,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-for command in (validate, plan, apply, schema, plugins):
+for command in (validate, plan, apply, schema, plugins, bench):
     app.command()(command)
 
 

@@ -30,6 +30,10 @@ class RunContext:
     """Send an event to every observer (the run store included)."""
     log: Callable[[str], None] = print
     """A line for the person watching (per-step summary)."""
+    engine_state: Callable[[], dict[str, Any]] = dict
+    """The rollout's position (task order, per-task history): saved with a checkpoint."""
+    restore_engine: Callable[[dict[str, Any]], None] = lambda state: None
+    """Put the rollout back where a checkpoint left it (resume)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def event(self, kind: str, **data: Any) -> None:

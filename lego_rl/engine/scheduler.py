@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 from lego_rl.data import TrialResult
@@ -21,6 +22,14 @@ class TaskCycle:
         self._tasks = list(tasks)
         self._rng = random.Random(seed)
         self._queue: list[Task] = []
+
+    def state(self) -> dict[str, Any]:
+        return {"rng": _jsonable(self._rng.getstate()), "queue": [t.name for t in self._queue]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._rng.setstate(_tuples(state["rng"]))
+        by_name = {t.name: t for t in self._tasks}
+        self._queue = [by_name[n] for n in state["queue"] if n in by_name]
 
     def take(self, n: int) -> list[Task]:
         out: list[Task] = []
@@ -67,7 +76,21 @@ class SyncRollout:
             groups.setdefault(result.group, []).append(result)
         return list(groups.values())
 
+    def state(self) -> dict[str, Any]:
+        return {"cycle": self.cycle.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.cycle.restore(state["cycle"])
+
     def _one(self, task: Task, trial_id: str, step: int, group: str) -> TrialResult:
         result = self.runner.run(task, trial_id, step=step, group=group)
         self.on_trial(result)
         return result
+
+
+def _jsonable(value: Any) -> Any:
+    return [_jsonable(v) for v in value] if isinstance(value, tuple | list) else value
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

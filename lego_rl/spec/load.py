@@ -7,13 +7,15 @@ YAML scalars (``3`` is an int, ``true`` a bool, ``[a, b]`` a list).
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from lego_rl.spec.models import Spec
 
@@ -30,21 +32,47 @@ class SpecError(Exception):
 ENV_PREFIX = "LEGORL_"
 
 
+class _SpecEnv(BaseSettings):
+    """The ``LEGORL_*`` variables that address the spec, read by pydantic-settings.
+
+    One loosely typed field per top-level spec field: values are validated later, with the
+    rest of the spec, so an error names the spec path rather than the variable.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", case_sensitive=False, extra="ignore"
+    )
+
+
+_SPEC_ENV = create_model(  # type: ignore[call-overload]
+    "SpecEnv",
+    __base__=_SpecEnv,
+    **{name: (dict[str, Any] | None, None) for name in Spec.model_fields if name != "version"},
+)
+
+
 def env_overrides(environ: Mapping[str, str] | None = None) -> list[str]:
     """``LEGORL_*`` variables that address the spec, as dotted overrides.
 
-    ``LEGORL_RUN__STEPS=3`` becomes ``run.steps=3`` and ``LEGORL_ANTICHEAT__0__PLUGIN=x``
-    becomes ``anticheat.0.plugin=x``. Only variables whose first segment is a top-level spec
-    field count; others (``LEGORL_LOAD_PLUGINS``, settings of plugins) are left alone.
+    ``LEGORL_RUN__STEPS=3`` becomes ``run.steps=3``, ``LEGORL_ANTICHEAT__0__PLUGIN=x``
+    becomes ``anticheat.0.plugin=x`` and ``LEGORL_RUN='{"steps": 3}'`` (JSON) ``run.steps=3``.
+    Variables whose first segment is not a spec field (``LEGORL_LOAD_PLUGINS``, plugins' own
+    settings) are left alone.
     """
     environ = os.environ if environ is None else environ
-    out = []
-    for name, value in sorted(environ.items()):
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        parts = name[len(ENV_PREFIX) :].lower().split("__")
-        if parts[0] in Spec.model_fields and all(parts):
-            out.append(f"{'.'.join(parts)}={value}")
+    source = EnvSettingsSource(_SPEC_ENV)
+    source.env_vars = {k.lower(): v for k, v in environ.items() if k.upper().startswith(ENV_PREFIX)}
+    return sorted(_dotted(source()))
+
+
+def _dotted(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.extend(_dotted(value, path + "."))
+        else:
+            out.append(f"{path}={value if isinstance(value, str) else json.dumps(value)}")
     return out
 
 

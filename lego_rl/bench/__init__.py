@@ -1,0 +1,1 @@
+"""Benchmarks of the core (proxy, scheduler); see ``legorl bench``."""

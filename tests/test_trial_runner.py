@@ -1,0 +1,200 @@
+"""TrialRunner: every way a trial can end is recorded with its reason and attribution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lego_rl.data import Attribution, Sampling, Termination
+from lego_rl.engine.run import fresh_run_dir
+from lego_rl.engine.scheduler import TaskCycle
+from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.kinds import ExecResult, HarnessResult, Task, VerifierResult, Violation
+from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
+from lego_rl.proxy.server import ProxyServer
+
+TASK = Task(name="t", path=Path("/nonexistent"), instruction="fix it")
+
+
+class FakeSandbox:
+    workdir = "/app"
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def exec(self, command, *, timeout, env=None, cwd=None):
+        return ExecResult(0)
+
+    def upload(self, src, dst):
+        pass
+
+    def download(self, src, dst):
+        pass
+
+    def endpoint_url(self, host_url):
+        return host_url
+
+    def stop(self):
+        self.stopped = True
+
+
+class FakeBackend:
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+        self.sandboxes: list[FakeSandbox] = []
+
+    def preflight(self):
+        return []
+
+    def start(self, task, trial_id):
+        if self.fail:
+            raise OSError("no space left on device")
+        self.sandboxes.append(FakeSandbox())
+        return self.sandboxes[-1]
+
+
+class FakeHarness:
+    dialect = "openai-chat"
+
+    def __init__(self, outcome: HarnessResult | Exception):
+        self.outcome = outcome
+        self.endpoints = []
+
+    def preflight(self):
+        return []
+
+    def run(self, sandbox, task, endpoint, timeout):
+        self.endpoints.append(endpoint)
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+class FakeVerifier:
+    def __init__(self, verdict: VerifierResult | Exception):
+        self.verdict = verdict
+
+    def score(self, sandbox, task):
+        if isinstance(self.verdict, Exception):
+            raise self.verdict
+        return self.verdict
+
+
+class Flagging:
+    name = "flag"
+
+    def before_agent(self, sandbox, task):
+        return []
+
+    def before_verify(self, sandbox, task):
+        return [Violation("flag", "tests were edited")]
+
+    def after(self, sandbox, task, result):
+        return []
+
+
+def runner(harness, verifier, backend=None, anticheat=()):
+    from legorl_std.dialect_openai_chat import OpenAIChatDialect
+
+    proxy = ProxyServer(
+        ScriptedInference(tiny_chat_tokenizer(), []),
+        {"openai-chat": OpenAIChatDialect()},
+        model_name="policy",
+    )
+    setup = TrialSetup(
+        sandbox=backend or FakeBackend(),
+        harness=harness,
+        verifier=verifier,
+        proxy=proxy,
+        dialect="openai-chat",
+        model_name="policy",
+        sampling=Sampling(),
+        anticheat=list(anticheat),
+    )
+    return TrialRunner(setup), setup
+
+
+def test_completed_trial_takes_the_verifier_reward() -> None:
+    run, setup = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(VerifierResult(1.0)))
+    result = run.run(TASK, "trial-1")
+    assert (result.reward, result.termination, result.attribution) == (
+        1.0,
+        Termination.COMPLETED,
+        Attribution.NONE,
+    )
+    assert setup.sandbox.sandboxes[0].stopped
+    endpoint = setup.harness.endpoints[0]
+    assert endpoint.base_url.endswith("/s/trial-1") and endpoint.model == "policy"
+    assert {t.phase for t in result.timings} >= {"sandbox_start", "agent", "verify", "sandbox_stop"}
+
+
+def test_sandbox_failure_is_infrastructure() -> None:
+    run, _ = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(VerifierResult(1.0)), FakeBackend(fail=True))
+    result = run.run(TASK, "trial-2")
+    assert result.termination == Termination.SANDBOX_ERROR
+    assert result.attribution == Attribution.INFRASTRUCTURE
+    assert "no space left" in result.reason and result.reward == 0.0
+
+
+def test_harness_exception_is_a_crash_and_still_verified() -> None:
+    run, setup = runner(FakeHarness(RuntimeError("segfault")), FakeVerifier(VerifierResult(0.0)))
+    result = run.run(TASK, "trial-3")
+    assert result.termination == Termination.HARNESS_CRASH and "segfault" in result.reason
+    assert setup.sandbox.sandboxes[0].stopped
+
+
+def test_verifier_exception_is_a_verifier_error() -> None:
+    run, _ = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(ValueError("bad toml")))
+    result = run.run(TASK, "trial-4")
+    assert result.termination == Termination.VERIFIER_ERROR and "bad toml" in result.reason
+    assert result.reward == 0.0
+
+
+def test_violation_blocks_the_reward() -> None:
+    run, _ = runner(
+        FakeHarness(HarnessResult(Termination.COMPLETED)),
+        FakeVerifier(VerifierResult(1.0)),
+        anticheat=[Flagging()],
+    )
+    result = run.run(TASK, "trial-5")
+    assert result.termination == Termination.CHEAT_BLOCKED and result.reward == 0.0
+    assert "tests were edited" in result.reason
+    assert result.attribution == Attribution.POLICY
+
+
+def test_max_turns_from_the_harness_keeps_the_reward() -> None:
+    run, _ = runner(FakeHarness(HarnessResult(Termination.MAX_TURNS, reason="limit")), FakeVerifier(VerifierResult(1.0)))
+    result = run.run(TASK, "trial-6")
+    assert result.termination == Termination.MAX_TURNS and result.reward == 1.0
+
+
+def test_task_cycle_covers_every_task_before_repeating() -> None:
+    tasks = [Task(name=f"t{i}", path=Path("/x"), instruction="i") for i in range(5)]
+    cycle = TaskCycle(tasks, seed=3)
+    first = [t.name for t in cycle.take(5)]
+    assert sorted(first) == [f"t{i}" for i in range(5)]
+    assert [t.name for t in TaskCycle(tasks, seed=3).take(5)] == first
+    with pytest.raises(ValueError, match="no tasks"):
+        TaskCycle([], seed=0)
+
+
+def test_fresh_run_dir_never_reuses_a_run(tmp_path: Path) -> None:
+    wanted = tmp_path / "run"
+    assert fresh_run_dir(wanted) == wanted
+    wanted.mkdir()
+    (wanted / "store.sqlite").write_text("")
+    assert fresh_run_dir(wanted) == tmp_path / "run-2"
+
+
+def test_task_cycle_state_round_trips_through_json() -> None:
+    import json
+
+    tasks = [Task(name=f"t{i}", path=Path("/x"), instruction="i") for i in range(4)]
+    cycle = TaskCycle(tasks, seed=1)
+    cycle.take(3)
+    saved = json.loads(json.dumps(cycle.state()))
+    expected = [t.name for t in cycle.take(6)]
+    again = TaskCycle(tasks, seed=99)
+    again.restore(saved)
+    assert [t.name for t in again.take(6)] == expected
