@@ -7,10 +7,7 @@ against a scripted OpenAI-compatible server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +18,8 @@ from typing import Any
 import pytest
 
 from lego_rl.data import Termination
-from lego_rl.kinds import Endpoint, ExecResult, Harness, Task, first_fatal
-from lego_rl.registry import Registry
+from lego_rl.kinds import Endpoint, ExecResult, Harness, first_fatal
+from lego_rl.registry import BuildContext, Registry
 
 import legorl_mini_swe_agent.plugin as plugin
 from legorl_mini_swe_agent import MiniSweAgent, MiniSweAgentOptions
@@ -183,73 +180,20 @@ def bash_call(n: int, command: str) -> tuple[int, dict[str, Any]]:
     }
 
 
-class BwrapSandbox:
-    """Sandbox double: each exec is `bash -c` in bubblewrap, / read-only, /app and /logs from temp dirs."""
-
-    workdir = "/app"
-
-    def __init__(self, root: Path):
-        self.mounts = {"/app": root / "app", "/logs": root / "logs"}
-        for host in self.mounts.values():
-            host.mkdir(parents=True)
-
-    def host(self, path: str) -> Path:
-        for inside, host in self.mounts.items():
-            if path == inside or path.startswith(inside + "/"):
-                return host / path[len(inside) :].lstrip("/")
-        raise FileNotFoundError(f"{path} is outside the writable mounts {list(self.mounts)}")
-
-    def exec(
-        self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
-    ) -> ExecResult:
-        argv = ["bwrap", "--tmpfs", "/"]
-        for entry in Path("/").iterdir():
-            if entry.name in {"dev", "proc", "tmp"}:
-                continue
-            view = ["--symlink", os.readlink(entry)] if entry.is_symlink() else ["--ro-bind", str(entry)]
-            argv += [*view, str(entry)]
-        argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent", "--clearenv"]
-        for inside, host in self.mounts.items():
-            argv += ["--bind", str(host), inside]
-        for key, value in {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", **(env or {})}.items():
-            argv += ["--setenv", key, value]
-        argv += ["--chdir", cwd or self.workdir, "bash", "-c", command]
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True,
-        )
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            return ExecResult(124, out, err, timed_out=True, seconds=time.monotonic() - started)
-        return ExecResult(proc.returncode, out, err, seconds=time.monotonic() - started)
-
-    def upload(self, src: Path, dst: str) -> None:
-        target = self.host(dst)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src, target)
-
-    def download(self, src: str, dst: Path) -> None:
-        shutil.copy(self.host(src), dst)
-
-    def endpoint_url(self, host_url: str) -> str:
-        return host_url
-
-    def stop(self) -> None:
-        pass
-
-
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
 
-def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOpenAI, BwrapSandbox, float]:
+def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOpenAI, Any, float]:
+    """Run the real harness in the real local sandbox on the conformance task (calc.py)."""
+    from legorl_std.harbor_tasks import load_task
+    from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+
+    from lego_rl.testing.contracts import conformance_tasks_dir
+
     server = FakeOpenAI(reply)
-    sandbox = BwrapSandbox(tmp_path)
-    (sandbox.mounts["/app"] / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    task = Task(name="calc", path=tmp_path, instruction="Fix add() in calc.py: it should add.")
+    task = load_task(conformance_tasks_dir() / "fix-add")
+    backend = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext())
+    sandbox = backend.start(task, "trial-1")
     endpoint = Endpoint(base_url=server.url, api_key="sk-session", model="policy")
     harness = MiniSweAgent(MiniSweAgentOptions(**options))
     started = time.monotonic()
@@ -257,6 +201,7 @@ def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOp
         result = harness.run(sandbox, task, endpoint, timeout=120)
     finally:
         server.close()
+        sandbox.stop()
     return result, server, sandbox, time.monotonic() - started
 
 
@@ -270,7 +215,7 @@ def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
     result, server, sandbox, _ = run_trial(tmp_path, reply)
 
     assert result.termination == Termination.COMPLETED, result.reason
-    assert (sandbox.mounts["/app"] / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert sandbox.host_path("/app/calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert len(server.requests) == 2
     first = server.requests[0]
     assert first["path"] == "/s/trial-1/v1/chat/completions"
@@ -278,7 +223,7 @@ def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
     assert first["body"]["model"] == "policy"
     assert [t["function"]["name"] for t in first["body"]["tools"]] == ["bash"]
     assert not first["body"].get("stream")
-    assert "Fix add() in calc.py" in json.dumps(first["body"]["messages"])
+    assert "calc.py" in json.dumps(first["body"]["messages"])
     second = server.requests[1]["body"]["messages"]
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_1"
     assert "$ sed -i 's/a - b/a + b/' calc.py" in result.transcript
@@ -310,7 +255,6 @@ def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
 
 
 def test_max_turns_defaults_to_the_run_spec() -> None:
-    from lego_rl.registry import BuildContext
     from lego_rl.spec.models import Spec
 
     blocks = {k: {"plugin": "x"} for k in ("tasks", "sandbox", "harness", "dialect", "verifier",
