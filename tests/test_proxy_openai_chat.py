@@ -2,6 +2,7 @@
 
 import legorl_std.dialect_openai_chat as openai_chat
 import pytest
+from legorl_std import dialects
 from pydantic import ValidationError
 
 from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect
@@ -29,7 +30,10 @@ def test_parses_every_role_and_content_shape():
                 {"role": "developer", "content": "be brief"},
                 {
                     "role": "user",
-                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "text", "text": "b"},
+                    ],
                 },
                 {
                     "role": "assistant",
@@ -52,7 +56,11 @@ def test_parses_every_role_and_content_shape():
 
 
 def test_dict_arguments_become_a_json_string():
-    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": {"a": 1}},
+    }
     req = dialect.parse({"messages": [{"role": "assistant", "tool_calls": [call]}]})
     assert req.messages[0].tool_calls[0]["function"]["arguments"] == '{"a": 1}'
 
@@ -84,9 +92,21 @@ def test_sampling_keeps_only_fields_the_request_sets():
             "messages[0].content[0]",
         ),
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
-        ({"messages": [{"role": "user", "content": "x"}], "tool_choice": "always"}, "tool_choice"),
-        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web"}]}, "tools[0]"),
-        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "tool_choice": "always"},
+            "tool_choice",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "web"}],
+            },
+            "tools[0]",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            "max_tokens",
+        ),
         (
             {"messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]},
             "messages[0].tool_calls[0]",
@@ -122,7 +142,11 @@ def test_format_with_tool_calls():
         "tool_calls": [CALL],
         "reasoning_content": "r",
     }
-    assert out["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    assert out["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "total_tokens": 10,
+    }
 
 
 def test_format_plain_text():
@@ -144,7 +168,7 @@ def test_error_shape():
 
 def test_registers_through_the_registry():
     registry = Registry()
-    registry.add_module(openai_chat, name="openai-chat-test")
+    registry.add_module(dialects, name="dialects-test")
     built = registry.build("dialect", "openai-chat", {})
     assert isinstance(built, openai_chat.OpenAIChatDialect)
     with pytest.raises(ValidationError):

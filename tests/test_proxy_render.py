@@ -6,9 +6,21 @@ import pytest
 
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
-from lego_rl.proxy.doubles import TINY_CHAT_TEMPLATE, tiny_chat_tokenizer, tiny_hf_tokenizer
+from lego_rl.proxy.doubles import (
+    TINY_CHAT_TEMPLATE,
+    tiny_chat_tokenizer,
+    tiny_hf_tokenizer,
+)
 from lego_rl.proxy.errors import BadRequest
-from lego_rl.proxy.render import decode, encode, load_template, render_prompt, template_message
+from lego_rl.proxy.render import (
+    Context,
+    PrefixCache,
+    decode,
+    encode,
+    load_template,
+    render_prompt,
+    template_message,
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +33,8 @@ def request(*messages):
 
 
 def record(prompt, completion):
-    return CallRecord(
+    """The context a call with these ids left behind."""
+    call = CallRecord(
         session="s",
         index=0,
         dialect="d",
@@ -29,6 +42,7 @@ def record(prompt, completion):
         completion_ids=completion,
         logprobs=[0.0] * len(completion),
     )
+    return Context.of(tiny_chat_tokenizer(), call)
 
 
 def test_first_call_tokenizes_the_rendered_text(tok):
@@ -55,7 +69,9 @@ def test_next_turn_reuses_the_sampled_ids_verbatim(tok):
     sampled = encode(tok, "Hel") + encode(tok, "lo") + [tok.eos_token_id]
     prev = record(first.ids, sampled)
     follow = request(
-        ChatMessage("user", "hi"), ChatMessage("assistant", "Hello"), ChatMessage("user", "more")
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", "Hello"),
+        ChatMessage("user", "more"),
     )
     rendered = render_prompt(tok, follow, prev)
     assert rendered.extends_previous
@@ -64,7 +80,12 @@ def test_next_turn_reuses_the_sampled_ids_verbatim(tok):
 
 
 def test_tool_call_round_trip_extends(tok):
-    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "bash", "parameters": {"type": "object"}},
+        }
+    ]
     first_req = ChatRequest(messages=[ChatMessage("user", "list")], tools=tools)
     first = render_prompt(tok, first_req)
     text = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
@@ -117,12 +138,23 @@ def test_template_message_passes_parsed_arguments():
         "assistant",
         "",
         tool_calls=[
-            {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
-            {"id": "d", "type": "function", "function": {"name": "g", "arguments": "not json"}},
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "f", "arguments": '{"a": 1}'},
+            },
+            {
+                "id": "d",
+                "type": "function",
+                "function": {"name": "g", "arguments": "not json"},
+            },
         ],
     )
     out = template_message(msg)
-    assert [c["function"]["arguments"] for c in out["tool_calls"]] == [{"a": 1}, "not json"]
+    assert [c["function"]["arguments"] for c in out["tool_calls"]] == [
+        {"a": 1},
+        "not json",
+    ]
 
 
 def test_a_template_that_rejects_the_messages_is_a_bad_request():
@@ -135,7 +167,12 @@ def test_a_template_that_rejects_the_messages_is_a_bad_request():
 @pytest.mark.slow
 def test_the_double_renders_and_tokenizes_like_transformers(tok):
     hf = tiny_hf_tokenizer()
-    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "bash", "parameters": {"type": "object"}},
+        }
+    ]
     call = {
         "id": "c",
         "type": "function",
@@ -153,3 +190,13 @@ def test_the_double_renders_and_tokenizes_like_transformers(tok):
     ours, theirs = render_prompt(tok, req), render_prompt(hf, req)
     assert ours.text == theirs.text and ours.ids == theirs.ids
     assert decode(tok, ours.ids) == decode(hf, theirs.ids) == ours.text
+
+
+def test_prefix_cache_shares_the_first_turn_and_matches_plain_tokenization():
+    tok = tiny_chat_tokenizer()
+    cache = PrefixCache(tok)
+    system = "<|im_start|>system\n" + "long system prompt " * 50 + "<|im_end|>"
+    texts = [f"{system}\n<|im_start|>user\ntask {i}<|im_end|>\n" for i in range(3)]
+    assert [cache.encode(t) for t in texts] == [encode(tok, t) for t in texts]
+    assert (cache.hits, cache.misses) == (2, 1)
+    assert cache.encode("no marker here") == encode(tok, "no marker here")

@@ -9,12 +9,16 @@ CALL = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</too
 
 def test_plain_text_is_content():
     parsed = parse_completion("  Hello there.\n")
-    assert (parsed.content, parsed.reasoning, parsed.tool_calls) == ("Hello there.", "", [])
+    assert (parsed.content, parsed.reasoning, parsed.tool_calls) == (
+        "Hello there.",
+        "",
+        [],
+    )
 
 
 def test_reasoning_is_split_off_with_or_without_the_opening_tag():
     assert parse_completion("<think>\nplan it\n</think>\n\nDone.").reasoning == "plan it"
-    parsed = parse_completion("plan it\n</think>\n\nDone.")
+    parsed = parse_completion("plan it\n</think>\n\nDone.", in_reasoning=True)
     assert (parsed.reasoning, parsed.content) == ("plan it", "Done.")
 
 

@@ -9,7 +9,9 @@ and a small chat template of the same ``<|im_start|>role ... <|im_end|>`` shape,
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from lego_rl.data import Generation, Sampling
@@ -145,31 +147,87 @@ class ScriptedInference:
     """Returns scripted replies in order (the tokens of each text, then eos).
 
     A reply may be an exception instance, which ``generate`` raises. ``prompts`` and
-    ``samplings`` record what each call received.
+    ``samplings`` record what each call received. Tokens go to ``on_token`` one by one,
+    ``token_delay`` seconds apart (so tests can see a stream arrive before generation ends);
+    ``token_times`` keeps when each was handed over, ``ended`` when each generation returned.
     """
 
-    def __init__(self, tokenizer: Any, replies: Sequence[str | BaseException]):
+    def __init__(
+        self,
+        tokenizer: Any,
+        replies: Sequence[str | BaseException],
+        *,
+        token_delay: float = 0.0,
+    ):
         self.tokenizer = tokenizer
         self.policy_version = 0
         self.replies = list(replies)
+        self.token_delay = token_delay
         self.prompts: list[list[int]] = []
         self.samplings: list[Sampling] = []
+        self.token_times: list[float] = []
+        self.ended: list[float] = []
 
-    def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
         self.prompts.append(list(prompt_ids))
         self.samplings.append(sampling)
         reply = self.replies.pop(0)
         if isinstance(reply, BaseException):
             raise reply
-        ids = [*self.tokenizer.encode(reply, add_special_tokens=False), self.tokenizer.eos_token_id]
+        ids = [
+            *self.tokenizer.encode(reply, add_special_tokens=False),
+            self.tokenizer.eos_token_id,
+        ]
         finish = "stop" if len(ids) <= sampling.max_tokens else "length"
         ids = ids[: sampling.max_tokens]
+        logprobs = [scripted_logprob(i) for i in range(len(ids))]
+        for token, logprob in zip(ids, logprobs, strict=True):
+            if self.token_delay:
+                time.sleep(self.token_delay)
+            self.token_times.append(time.monotonic())
+            if on_token is not None:
+                on_token(token, logprob)
+        self.ended.append(time.monotonic())
         return Generation(
             completion_ids=ids,
-            logprobs=[scripted_logprob(i) for i in range(len(ids))],
+            logprobs=logprobs,
             finish_reason=finish,
             policy_version=self.policy_version,
         )
 
     def preflight(self) -> list[Problem]:
         return []
+
+
+@contextmanager
+def scripted_proxy(
+    dialects: dict[str, Any],
+    replies: Sequence[str | BaseException],
+    *,
+    dialect: str = "",
+    token_delay: float = 0.0,
+    sampling: Sampling | None = None,
+    **server_options: Any,
+) -> Iterator[tuple[Any, Any, ScriptedInference]]:
+    """A started ProxyServer over :class:`ScriptedInference` and the tiny tokenizer, with one
+    open session ``"trial-1"`` in ``dialect`` (the first one by default): (server, session,
+    inference). Stopped on exit."""
+    from lego_rl.proxy.server import ProxyServer
+
+    inference = ScriptedInference(tiny_chat_tokenizer(), replies, token_delay=token_delay)
+    server = ProxyServer(inference, dialects, model_name="tiny-policy", **server_options)
+    server.start()
+    try:
+        session = server.open_session(
+            "trial-1",
+            dialect or next(iter(dialects)),
+            sampling=sampling or Sampling(max_tokens=400),
+        )
+        yield server, session, inference
+    finally:
+        server.stop()

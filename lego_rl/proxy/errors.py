@@ -16,6 +16,7 @@ NOT_FOUND = "not_found"
 MAX_CALLS = "max_calls_exceeded"
 UNSUPPORTED = "unsupported"
 SERVER_ERROR = "server_error"
+TOO_LARGE = "request_too_large"
 
 
 class ProxyError(Exception):
@@ -37,3 +38,9 @@ def openai_error(status: int, message: str, kind: str, param: str | None = None)
     """An error body in OpenAI's shape; also the proxy's shape where no dialect is known yet."""
     kind_type = "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind_type, "param": param, "code": kind}}
+
+
+def require(condition: bool, message: str, param: str) -> None:
+    """Raise a BadRequest naming ``param`` unless ``condition`` holds."""
+    if not condition:
+        raise BadRequest(message, param=param)

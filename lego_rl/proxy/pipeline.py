@@ -1,8 +1,10 @@
 """One model call, start to end: parse, render, generate, record, parse the reply, format.
 
-Blocking (the inference backend is): the server runs :meth:`CallHandler.handle` in a worker
-thread. Every generation, failed or not, becomes a CallRecord before anything can go wrong
-in formatting, so records are never lost.
+Blocking (the inference backend is): the server runs :meth:`CallHandler.serve` in a worker
+thread and reads its replies from a queue. A streamed call sends the dialect's SSE events as
+the backend samples each token (``on_token``); a plain call sends one JSON body. Every
+generation, failed or not, becomes a CallRecord before anything can go wrong in formatting,
+so records are never lost.
 """
 
 from __future__ import annotations
@@ -10,16 +12,33 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lego_rl.data import CallRecord, Generation, Sampling
 from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import BadRequest, ProxyError
-from lego_rl.proxy.render import decode, render_prompt
-from lego_rl.proxy.session import ProxySession
-from lego_rl.proxy.toolcalls import parse_completion
+from lego_rl.proxy.render import (
+    Context,
+    PrefixCache,
+    decode,
+    render_text,
+    tokenize_prompt,
+)
+from lego_rl.proxy.session import ProxySession, Thread
+from lego_rl.proxy.streaming import IncrementalDecoder, StreamingDialect
+from lego_rl.proxy.toolcalls import (
+    THINK_OPEN,
+    CompletionParser,
+    ParsedCompletion,
+    collect,
+    parse_completion,
+)
+
+Reply = tuple[Any, ...]
+"""What a call sends back: ("json", status, body) once, or ("start",), ("data", sse text)...,
+("end",)."""
 
 
 def stop_ids(tokenizer: Any, sampling: Sampling) -> list[int]:
@@ -54,14 +73,17 @@ def check_generation(gen: Generation, max_tokens: int) -> None:
         raise ValueError(f"backend returned {n} tokens, over max_tokens={max_tokens}")
 
 
-def to_completion(
-    tokenizer: Any, gen: Generation, stop: list[int], prompt_tokens: int
-) -> ChatCompletion:
-    """The reply as the harness will see it: the text without trailing stop tokens, parsed."""
-    ids = list(gen.completion_ids)
-    while ids and ids[-1] in stop:
-        ids.pop()
-    parsed = parse_completion(decode(tokenizer, ids))
+def system_prompt(request: ChatRequest) -> str:
+    """The leading system messages: what identifies a conversation (main agent or sub-agent)."""
+    parts = []
+    for message in request.messages:
+        if message.role != "system":
+            break
+        parts.append(message.content)
+    return "\n".join(parts)
+
+
+def to_completion(parsed: ParsedCompletion, gen: Generation, prompt_tokens: int) -> ChatCompletion:
     finish = "length" if gen.finish_reason == "length" else "stop"
     return ChatCompletion(
         content=parsed.content,
@@ -74,87 +96,215 @@ def to_completion(
 
 
 @dataclass
+class Call:
+    """A call between preparation and its record: where it goes and what it sends."""
+
+    session: ProxySession
+    dialect: Dialect
+    request: ChatRequest
+    thread: Thread
+    prompt_text: str
+    record: CallRecord
+    sampling: Sampling
+    stop: list[int]
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the prompt already opened the reasoning block."""
+        return self.prompt_text.rstrip().endswith(THINK_OPEN)
+
+    @property
+    def reply_id(self) -> str:
+        return f"{self.session.id}-{self.record.index}-{self.id}"
+
+
+@dataclass
 class CallHandler:
-    """What every call needs from the server; ``handle`` serves one request body."""
+    """What every call needs from the server; ``serve`` answers one request body."""
 
     inference: Inference
     model_name: str
     max_context: int
     template: str | None = None
     on_call: Callable[[CallRecord], None] | None = None
+    prefix_cache: PrefixCache | None = None
+
+    def __post_init__(self) -> None:
+        if self.prefix_cache is None:
+            self.prefix_cache = PrefixCache(self.inference.tokenizer)
+
+    # -------------------------------------------------------------- entry points
+
+    def serve(
+        self,
+        session: ProxySession,
+        dialect: Dialect,
+        body: dict[str, Any],
+        reply: Callable[[Reply], None],
+    ) -> None:
+        """Answer one request through ``reply`` (see :data:`Reply`); never raises ProxyError."""
+        try:
+            call = self.prepare(session, dialect, body)
+        except ProxyError as exc:
+            session.rejected.append(f"{exc.status} {exc.kind}: {exc.message}")
+            reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
+            return
+        if call.request.stream:
+            self._stream(call, reply)
+            return
+        try:
+            answer = self.complete(call)
+        except ProxyError as exc:
+            reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
+            return
+        reply(("json", 200, answer))
 
     def handle(
         self, session: ProxySession, dialect: Dialect, body: dict[str, Any]
     ) -> dict[str, Any]:
+        """Answer a non-streaming request with its body; raises ProxyError."""
+        return self.complete(self.prepare(session, dialect, body))
+
+    def count_tokens(self, session: ProxySession, dialect: Dialect, body: dict[str, Any]) -> int:
+        """Prompt tokens a request would take (no generation, nothing recorded)."""
         request = dialect.parse(body)
-        if request.stream:
+        text = render_text(self.inference.tokenizer, request, self.template)
+        return len(tokenize_prompt(self.inference.tokenizer, text, None, self.prefix_cache).ids)
+
+    # -------------------------------------------------------------- stages
+
+    def prepare(self, session: ProxySession, dialect: Dialect, body: dict[str, Any]) -> Call:
+        """Parse and render; reserve the call's index in its thread. Raises ProxyError."""
+        request = dialect.parse(body)
+        request.model = request.model or self.model_name
+        if request.stream and not isinstance(dialect, StreamingDialect):
             raise BadRequest(
-                "stream is not supported yet; send the request with stream: false",
+                f"dialect {dialect.name!r} cannot stream; send the request with stream: false",
                 param="stream",
                 kind=errors.UNSUPPORTED,
             )
-        request.model = request.model or self.model_name
+        tokenizer = self.inference.tokenizer
+        text = render_text(tokenizer, request, self.template)
         with session.lock:
-            record, gen = self._generate(session, request)
-        self._notify(session, record)
-        if gen is None:
-            raise ProxyError(500, f"inference backend failed: {record.error}", errors.SERVER_ERROR)
-        tokenizer = self.inference.tokenizer
-        completion = to_completion(
-            tokenizer, gen, stop_ids(tokenizer, session.sampling), len(record.prompt_ids)
-        )
-        return dialect.format(
-            request, completion, f"{session.id}-{record.index}-{uuid.uuid4().hex[:8]}"
-        )
+            if session.max_calls is not None and session.started >= session.max_calls:
+                session.limit_hit = True
+                raise ProxyError(
+                    400,
+                    f"session {session.id} reached its limit of {session.max_calls} model calls",
+                    errors.MAX_CALLS,
+                )
+            thread = session.thread_for(text, system_prompt(request), request.model)
+            rendered = tokenize_prompt(tokenizer, text, thread.context, self.prefix_cache)
+            room = self.max_context - len(rendered.ids)
+            if room < 1:
+                session.context_overflow = True
+                message = (
+                    f"this model's maximum context length is {self.max_context} tokens; the "
+                    f"prompt has {len(rendered.ids)} tokens, leaving no room for a completion"
+                )
+                session.errors.append(message)
+                raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
+            stop = stop_ids(tokenizer, session.sampling)
+            record = CallRecord(
+                session=session.id,
+                index=session.next_index,
+                dialect=session.dialect,
+                model=request.model,
+                prompt_ids=rendered.ids,
+                completion_ids=[],
+                logprobs=[],
+                extends_previous=rendered.extends_previous,
+                subagent=thread.subagent,
+                started_at=time.time(),
+            )
+            session.next_index += 1
+            session.started += 1
+        sampling = effective_sampling(session.sampling, request.sampling, room=room, stop=stop)
+        return Call(session, dialect, request, thread, text, record, sampling, stop)
 
-    def _generate(
-        self, session: ProxySession, request: ChatRequest
-    ) -> tuple[CallRecord, Generation | None]:
-        """Render and generate under the session lock; the record is appended either way."""
-        if session.max_calls is not None and session.generations >= session.max_calls:
-            session.limit_hit = True
-            raise ProxyError(
-                400,
-                f"session {session.id} reached its limit of {session.max_calls} model calls",
-                errors.MAX_CALLS,
-            )
+    def complete(self, call: Call) -> dict[str, Any]:
+        """Generate, then answer in one body."""
+        gen = self._generate(call, None)
         tokenizer = self.inference.tokenizer
-        rendered = render_prompt(tokenizer, request, session.last_call, self.template)
-        room = self.max_context - len(rendered.ids)
-        if room < 1:
-            session.context_overflow = True
-            message = (
-                f"this model's maximum context length is {self.max_context} tokens; the prompt has "
-                f"{len(rendered.ids)} tokens, leaving no room for a completion"
-            )
-            session.errors.append(message)
-            raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
-        sampling = effective_sampling(
-            session.sampling,
-            request.sampling,
-            room=room,
-            stop=stop_ids(tokenizer, session.sampling),
+        ids = list(gen.completion_ids)
+        while ids and ids[-1] in call.stop:
+            ids.pop()
+        parsed = parse_completion(
+            decode(tokenizer, ids),
+            in_reasoning=call.in_reasoning,
+            tools=call.request.tools,
         )
-        record = CallRecord(
-            session=session.id,
-            index=len(session.calls),
-            dialect=session.dialect,
-            model=request.model,
-            prompt_ids=rendered.ids,
-            completion_ids=[],
-            logprobs=[],
-            extends_previous=rendered.extends_previous,
-            subagent=session.subagent,
-            started_at=time.time(),
-        )
+        self._finish(call, gen, parsed.malformed)
+        completion = to_completion(parsed, gen, len(call.record.prompt_ids))
+        return call.dialect.format(call.request, completion, call.reply_id)
+
+    def _stream(self, call: Call, reply: Callable[[Reply], None]) -> None:
+        """Generate, sending each decided piece of the reply as the tokens arrive."""
+        formatter = call.dialect.stream(call.request, call.reply_id)  # type: ignore[attr-defined]
+        decoder = IncrementalDecoder(self.inference.tokenizer, call.stop)
+        parser = CompletionParser(in_reasoning=call.in_reasoning, tools=call.request.tools)
+        parsed = ParsedCompletion(content="")
+        streamed = 0
+        broken: list[str] = []
+
+        def send(events: list[Any]) -> None:
+            collect(events, parsed)
+            out = "".join(formatter.event(e) for e in events)
+            if out:
+                reply(("data", out))
+
+        def on_token(token: int, logprob: float) -> None:
+            nonlocal streamed
+            streamed += 1
+            if broken:
+                return
+            try:
+                text = decoder.push(token)
+                if text:
+                    send(parser.feed(text))
+            except Exception as exc:  # noqa: BLE001 - a formatting bug must not kill generation
+                broken.append(f"{type(exc).__name__}: {exc}")
+
+        reply(("start",))
+        reply(("data", formatter.start(len(call.record.prompt_ids))))
+        try:
+            gen = self._generate(call, on_token)
+        except ProxyError as exc:
+            reply(("data", formatter.fail(exc.status, exc.message, exc.kind)))
+            reply(("end",))
+            return
+        try:
+            if broken:
+                raise RuntimeError(broken[0])
+            for token in gen.completion_ids[streamed:]:  # a backend that did not stream
+                text = decoder.push(token)
+                if text:
+                    send(parser.feed(text))
+            send(parser.finish())
+            self._finish(call, gen, parser.malformed)
+            completion = to_completion(parsed, gen, len(call.record.prompt_ids))
+            reply(("data", formatter.finish(completion)))
+        except Exception as exc:  # noqa: BLE001 - the stream has started; end it with an error
+            message = f"proxy failure: {type(exc).__name__}: {exc}"
+            call.session.errors.append(message)
+            reply(("data", formatter.fail(500, message, errors.SERVER_ERROR)))
+        reply(("end",))
+
+    def _generate(self, call: Call, on_token: Callable[[int, float], None] | None) -> Generation:
+        """Generate without the session lock; the record is kept either way. Raises a
+        ProxyError (500) when the backend fails."""
+        session, record = call.session, call.record
         gen: Generation | None = None
         try:
-            gen = self.inference.generate(rendered.ids, sampling)
-            check_generation(gen, sampling.max_tokens)
+            if on_token is None:  # backends older than on_token still serve plain calls
+                gen = self.inference.generate(record.prompt_ids, call.sampling)
+            else:
+                gen = self.inference.generate(record.prompt_ids, call.sampling, on_token=on_token)
+            check_generation(gen, call.sampling.max_tokens)
         except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, then a 500
             gen = None
             record.error = f"{type(exc).__name__}: {exc}"
-            session.errors.append(f"call {record.index}: {record.error}")
         else:
             record.completion_ids = list(gen.completion_ids)
             record.logprobs = list(gen.logprobs)
@@ -163,8 +313,28 @@ class CallHandler:
             record.finish_reason = gen.finish_reason
             record.policy_version = gen.policy_version
         record.ended_at = time.time()
-        session.calls.append(record)
-        return record, gen
+        with session.lock:
+            session.started -= 1 if gen is None else 0
+            session.calls.append(record)
+            call.thread.calls.append(record)
+            if gen is None:
+                session.errors.append(f"call {record.index}: {record.error}")
+            else:
+                call.thread.context = Context(
+                    call.prompt_text,
+                    record.prompt_ids,
+                    call.prompt_text + decode(self.inference.tokenizer, record.completion_ids),
+                    record.prompt_ids + record.completion_ids,
+                )
+        if gen is None:
+            self._notify(session, record)
+            raise ProxyError(500, f"inference backend failed: {record.error}", errors.SERVER_ERROR)
+        return gen
+
+    def _finish(self, call: Call, gen: Generation, malformed: int) -> None:
+        if malformed:
+            call.session.malformed[call.record.index] = malformed
+        self._notify(call.session, call.record)
 
     def _notify(self, session: ProxySession, record: CallRecord) -> None:
         if self.on_call is None:

@@ -67,3 +67,44 @@ def assemble(calls: Sequence[CallRecord], session: str, *, subagent: bool = Fals
     return Trajectory(
         session=session, segments=segments, subagent=subagent, rolled_back=rolled_back
     )
+
+
+def sampled_positions(segment: Segment, calls: dict[int, CallRecord]) -> int:
+    """Trained positions of ``segment`` whose id and log-prob are exactly what a call sampled."""
+    count = 0
+    for index in segment.calls:
+        call = calls[index]
+        start = len(call.prompt_ids)
+        for offset, (token, logprob) in enumerate(
+            zip(call.completion_ids, call.logprobs, strict=True)
+        ):
+            at = start + offset
+            if (
+                at < len(segment.ids)
+                and segment.loss_mask[at] == 1
+                and segment.ids[at] == token
+                and segment.logprobs[at] == logprob
+            ):
+                count += 1
+    return count
+
+
+def trajectory_metrics(
+    trajectory: Trajectory, calls: Sequence[CallRecord], *, malformed: int = 0
+) -> dict[str, float]:
+    """Health of one trajectory. ``sampled_share`` must be 1.0: every trained token is one the
+    backend sampled, with its log-prob. ``rewrites`` counts calls that started a new segment."""
+    by_index = {c.index: c for c in calls}
+    trained = trajectory.trained_tokens
+    sampled = sum(sampled_positions(s, by_index) for s in trajectory.segments)
+    return {
+        "subagent": float(trajectory.subagent),
+        "segments": float(len(trajectory.segments)),
+        "calls": float(len(calls)),
+        "failed_calls": float(sum(1 for c in calls if c.error is not None)),
+        "trained_tokens": float(trained),
+        "sampled_share": sampled / trained if trained else 1.0,
+        "rewrites": float(max(0, len(trajectory.segments) - 1)),
+        "rollbacks": float(len(trajectory.rolled_back)),
+        "malformed_tool_calls": float(malformed),
+    }

@@ -10,6 +10,8 @@ by the tokens of the remaining text: the sampled tokens are never re-tokenized, 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,22 +116,95 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Context:
+    """A call's context as the next call may extend it: its prompt, then prompt + completion,
+    as text and as the exact ids (sampled ids included)."""
+
+    prompt_text: str
+    prompt_ids: list[int]
+    text: str
+    ids: list[int]
+
+    @classmethod
+    def of(cls, tokenizer: Any, record: CallRecord, prompt_text: str | None = None) -> Context:
+        """The context a recorded call left; ``prompt_text`` saves decoding the prompt."""
+        prompt_text = decode(tokenizer, record.prompt_ids) if prompt_text is None else prompt_text
+        return cls(
+            prompt_text,
+            record.prompt_ids,
+            prompt_text + decode(tokenizer, record.completion_ids),
+            record.prompt_ids + record.completion_ids,
+        )
+
+
+class PrefixCache:
+    """Ids of the first turn (system prompt + tools), shared by every session.
+
+    Text is cut right after the first ``marker`` (a special token: tokenizers split special
+    tokens out before anything else, so tokenizing the two parts separately gives the same
+    ids as tokenizing the whole). Least recently used entries are evicted past ``size``."""
+
+    def __init__(self, tokenizer: Any, marker: str = "<|im_end|>", size: int = 64):
+        self.tokenizer, self.marker, self.size = tokenizer, marker, size
+        self.entries: OrderedDict[str, list[int]] = OrderedDict()
+        self.lock = threading.Lock()
+        self._usable: bool | None = None
+        self.hits = self.misses = 0
+
+    def usable(self) -> bool:
+        if self._usable is None:
+            self._usable = len(encode(self.tokenizer, self.marker)) == 1
+        return self._usable
+
+    def encode(self, text: str) -> list[int]:
+        at = text.find(self.marker) if self.usable() else -1
+        if at < 0:
+            return encode(self.tokenizer, text)
+        cut = at + len(self.marker)
+        head = text[:cut]
+        with self.lock:  # a miss is tokenized once, even when sessions start together
+            ids = self.entries.get(head)
+            if ids is None:
+                self.misses += 1
+                ids = self.entries[head] = encode(self.tokenizer, head)
+                while len(self.entries) > self.size:
+                    self.entries.popitem(last=False)
+            else:
+                self.hits += 1
+            self.entries.move_to_end(head)
+        return ids + encode(self.tokenizer, text[cut:])
+
+
 def render_prompt(
     tokenizer: Any,
     request: ChatRequest,
-    previous: CallRecord | None = None,
+    previous: Context | None = None,
     template: str | None = None,
+    cache: PrefixCache | None = None,
 ) -> RenderedPrompt:
-    """Prompt ids for ``request``, reusing ``previous`` prompt (+ completion) ids when they are
-    a textual prefix. Reusing the prompt alone keeps a retried call's ids identical."""
+    """Prompt ids for ``request``. When ``previous`` (prompt + completion) text is a prefix of
+    the rendered text, the ids are exactly its ids plus the tokens of the rest: sampled ids are
+    never re-tokenized and only the new turn is tokenized. Reusing the prompt alone keeps a
+    retried call's ids identical. Otherwise the text is tokenized afresh (through ``cache``)."""
     text = render_text(tokenizer, request, template)
+    return tokenize_prompt(tokenizer, text, previous, cache)
+
+
+def tokenize_prompt(
+    tokenizer: Any,
+    text: str,
+    previous: Context | None = None,
+    cache: PrefixCache | None = None,
+) -> RenderedPrompt:
+    """The tokenizing half of :func:`render_prompt`, for text already rendered."""
     if previous is not None:
-        candidates = (
-            (previous.prompt_ids + previous.completion_ids, True),
-            (previous.prompt_ids, False),
-        )
-        for base, extends in candidates:
-            prefix = decode(tokenizer, base)
-            if text.startswith(prefix):
-                return RenderedPrompt(base + encode(tokenizer, text[len(prefix) :]), extends, text)
-    return RenderedPrompt(encode(tokenizer, text), False, text)
+        if text.startswith(previous.text):
+            return RenderedPrompt(
+                previous.ids + encode(tokenizer, text[len(previous.text) :]), True, text
+            )
+        if text.startswith(previous.prompt_text):
+            rest = text[len(previous.prompt_text) :]
+            return RenderedPrompt(previous.prompt_ids + encode(tokenizer, rest), False, text)
+    ids = cache.encode(text) if cache is not None else encode(tokenizer, text)
+    return RenderedPrompt(ids, False, text)

@@ -11,21 +11,21 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import ProxyError, openai_error
-from lego_rl.proxy.pipeline import CallHandler
+from lego_rl.proxy.pipeline import CallHandler, Reply
 from lego_rl.proxy.render import load_template
 from lego_rl.proxy.session import ProxySession
 
@@ -47,11 +47,13 @@ class ProxyServer:
         chat_template: str = "qwen3",
         on_call: Callable[[CallRecord], None] | None = None,
         max_workers: int = 256,
+        max_body_bytes: int = 32 * 1024 * 1024,
     ):
         self.dialects = dict(dialects)
         self.model_name = model_name
         self.host, self.port = host, port
         self.max_workers = max_workers
+        self.max_body_bytes = max_body_bytes
         self.handler = CallHandler(
             inference, model_name, max_context, load_template(chat_template), on_call
         )
@@ -61,7 +63,11 @@ class ProxyServer:
             routes=[
                 Route("/", _ok, methods=["GET", "HEAD"]),
                 Route("/s/{sid}", self._dispatch, methods=["GET", "HEAD", "POST"]),
-                Route("/s/{sid}/{rest:path}", self._dispatch, methods=["GET", "HEAD", "POST"]),
+                Route(
+                    "/s/{sid}/{rest:path}",
+                    self._dispatch,
+                    methods=["GET", "HEAD", "POST"],
+                ),
             ]
         )
         self._server: uvicorn.Server | None = None
@@ -112,14 +118,20 @@ class ProxyServer:
     # -------------------------------------------------------------- sessions
 
     def open_session(
-        self, session_id: str, dialect: str, *, sampling: Sampling, max_calls: int | None = None
+        self,
+        session_id: str,
+        dialect: str,
+        *,
+        sampling: Sampling,
+        max_calls: int | None = None,
+        small_model: str = "",
     ) -> ProxySession:
         if dialect not in self.dialects:
             known = ", ".join(sorted(self.dialects)) or "none"
             raise ValueError(f"proxy has no dialect {dialect!r} (loaded: {known})")
         if session_id in self.sessions:
             raise ValueError(f"proxy session {session_id!r} is already open")
-        session = ProxySession(session_id, dialect, sampling, max_calls)
+        session = ProxySession(session_id, dialect, sampling, max_calls, small_model=small_model)
         self.sessions[session_id] = session
         return session
 
@@ -146,46 +158,131 @@ class ProxyServer:
             return JSONResponse({})
         if not session.authorized(request.headers):
             return _error(
-                dialect, 401, "invalid or missing API key for this session", errors.INVALID_API_KEY
+                dialect,
+                401,
+                "invalid or missing API key for this session",
+                errors.INVALID_API_KEY,
             )
         if request.method == "GET" and path == "/v1/models":
             return JSONResponse(self._models())
-        if (request.method, path) not in {
-            (m.upper(), "/" + p.strip("/")) for m, p in dialect.routes
-        }:
+        route = (request.method, path)
+        counting = route == _route(*getattr(dialect, "count_tokens_route", ("", "")))
+        if not counting and route not in {_route(m, p) for m, p in dialect.routes}:
             message = f"no route {request.method} {path} in dialect {dialect.name!r}"
             return _error(dialect, 404, message, errors.NOT_FOUND)
-        try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return _error(
-                dialect, 400, f"request body is not valid JSON: {exc}", errors.INVALID_REQUEST
-            )
-        if not isinstance(body, dict):
-            return _error(
-                dialect, 400, "request body must be a JSON object", errors.INVALID_REQUEST
-            )
+        body = await self._body(request, session, dialect)
+        if isinstance(body, Response):
+            return body
         loop = asyncio.get_running_loop()
+        if counting:
+            return await self._count(loop, session, dialect, body)
+        replies: asyncio.Queue[Reply] = asyncio.Queue()
+
+        def reply(item: Reply) -> None:
+            loop.call_soon_threadsafe(replies.put_nowait, item)
+
+        loop.run_in_executor(self._executor, self._serve, session, dialect, body, reply)
+        first = await replies.get()
+        if first[0] == "json":
+            return JSONResponse(first[2], first[1])
+
+        async def events() -> AsyncIterator[str]:
+            while (item := await replies.get())[0] == "data":
+                yield item[1]
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    def _serve(
+        self, session: ProxySession, dialect: Dialect, body: dict[str, Any], reply: Any
+    ) -> None:
+        """The worker side of one call: whatever goes wrong, the client gets an answer."""
+        started = False
+
+        def tracked(item: Reply) -> None:
+            nonlocal started
+            started = started or item[0] == "start"
+            reply(item)
+
         try:
-            payload = await loop.run_in_executor(
-                self._executor, self.handler.handle, session, dialect, body
+            self.handler.serve(session, dialect, body, tracked)
+        except Exception as exc:  # noqa: BLE001 - answer 500, keep the reason with the session
+            message = f"proxy failure: {type(exc).__name__}: {exc}"
+            session.errors.append(message)
+            if started:
+                reply(("end",))
+            else:
+                reply(("json", 500, dialect.error(500, message, errors.SERVER_ERROR)))
+
+    async def _body(
+        self, request: Request, session: ProxySession, dialect: Dialect
+    ) -> dict[str, Any] | Response:
+        """The request's JSON object, or the error response (400, 413) in the dialect's shape."""
+        declared = request.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else 0
+        raw = b"" if size > self.max_body_bytes else await request.body()
+        failure: tuple[int, str, str]
+        if max(size, len(raw)) > self.max_body_bytes:
+            message = (
+                f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
+                f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
+            )
+            failure = (413, message, errors.TOO_LARGE)
+        else:
+            try:
+                body = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                failure = (
+                    400,
+                    f"request body is not valid JSON: {exc}",
+                    errors.INVALID_REQUEST,
+                )
+            else:
+                if isinstance(body, dict):
+                    return body
+                failure = (
+                    400,
+                    "request body must be a JSON object",
+                    errors.INVALID_REQUEST,
+                )
+        status, message, kind = failure
+        session.rejected.append(f"{status} {kind}: {message}")
+        return _error(dialect, status, message, kind)
+
+    async def _count(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        session: ProxySession,
+        dialect: Dialect,
+        body: Any,
+    ) -> Response:
+        try:
+            n = await loop.run_in_executor(
+                self._executor, self.handler.count_tokens, session, dialect, body
             )
         except ProxyError as exc:
             return _error(dialect, exc.status, exc.message, exc.kind)
-        except Exception as exc:  # noqa: BLE001 - answer 500, keep the reason with the session
-            session.errors.append(f"proxy failure: {type(exc).__name__}: {exc}")
-            return _error(
-                dialect, 500, f"proxy failure: {type(exc).__name__}: {exc}", errors.SERVER_ERROR
-            )
-        return JSONResponse(payload)
+        return JSONResponse({"input_tokens": n})
 
     def _models(self) -> dict[str, Any]:
         return {
             "object": "list",
             "data": [
-                {"id": self.model_name, "object": "model", "created": 0, "owned_by": "lego-rl"}
+                {
+                    "id": self.model_name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "lego-rl",
+                }
             ],
         }
+
+
+def _route(method: str, path: str) -> tuple[str, str]:
+    return method.upper(), "/" + path.strip("/")
 
 
 def _error(dialect: Dialect, status: int, message: str, kind: str) -> JSONResponse:

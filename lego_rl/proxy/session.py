@@ -1,4 +1,9 @@
-"""One agent's session on the proxy: its secret, its sampling, its calls and errors."""
+"""One agent's session on the proxy: its secret, its sampling, its calls and errors.
+
+A session may carry several conversations ("threads"): the harness's main agent and the
+sub-agents it starts through the same endpoint (Claude Code's Task/Agent tools). Each thread
+becomes its own Trajectory; sub-agent ones are flagged.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lego_rl.data import CallRecord, Sampling, Trajectory
-from lego_rl.proxy.recorder import assemble
+from lego_rl.proxy.recorder import assemble, trajectory_metrics
+from lego_rl.proxy.render import Context
+
+
+@dataclass
+class Thread:
+    """One conversation within a session: the calls of the main agent or of one sub-agent."""
+
+    index: int
+    system: str
+    """The system prompt that identifies the conversation."""
+    subagent: bool
+    main: bool = False
+    calls: list[CallRecord] = field(default_factory=list)
+    context: Context | None = None
+    """What the latest successful call left, for the next call to extend."""
+
+    def continues(self, text: str) -> int:
+        """How much of ``text`` this thread's context explains (0: none)."""
+        if self.context is None:
+            return 0
+        for known in (self.context.text, self.context.prompt_text):
+            if text.startswith(known):
+                return len(known)
+        return 0
 
 
 @dataclass
@@ -21,14 +50,24 @@ class ProxySession:
     sampling: Sampling
     max_calls: int | None = None
     subagent: bool = False
+    small_model: str = ""
+    """The harness's small/fast model name; a call naming it is a sub-agent's (when set)."""
     api_key: str = field(default_factory=lambda: f"sk-legorl-{secrets.token_hex(16)}")
     calls: list[CallRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    threads: list[Thread] = field(default_factory=list)
+    malformed: dict[int, int] = field(default_factory=dict)
+    """Malformed tool calls (kept as text) by call index."""
+    rejected: list[str] = field(default_factory=list)
+    """Requests answered with an error before reaching the backend (bad input, limits)."""
+    started: int = 0
+    """Calls that generated or are generating (failed ones are not counted)."""
+    next_index: int = 0
     limit_hit: bool = False
     context_overflow: bool = False
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Serialises this session's calls, so each call renders against the one before it."""
+    """Guards the session's state; held to render and to record, not while generating."""
 
     def base_url(self, server_url: str) -> str:
         return f"{server_url.rstrip('/')}/s/{self.id}"
@@ -50,5 +89,59 @@ class ProxySession:
     def generations(self) -> int:
         return sum(1 for c in self.calls if c.error is None)
 
+    def thread_for(self, text: str, system: str, model: str) -> Thread:
+        """The conversation a prompt belongs to (call with ``lock`` held).
+
+        The thread whose context the prompt extends (or repeats, for a retry) wins. Otherwise a
+        prompt with the main thread's system prompt, not naming the small model, is the main
+        agent with a rewritten history (compaction...). Anything else starts a sub-agent."""
+        best = max(self.threads, key=lambda t: t.continues(text), default=None)
+        if best is not None and best.continues(text):
+            return best
+        small = bool(self.small_model) and model == self.small_model
+        main = self.main_thread
+        if not small and (main is None or system == main.system):
+            if main is None:
+                main = Thread(len(self.threads), system, self.subagent, main=True)
+                self.threads.append(main)
+            return main
+        thread = Thread(len(self.threads), system, True)
+        self.threads.append(thread)
+        return thread
+
+    @property
+    def main_thread(self) -> Thread | None:
+        return next((t for t in self.threads if t.main), None)
+
+    def ordered_threads(self) -> list[Thread]:
+        """The main thread first, then the sub-agents in order of appearance."""
+        return sorted(self.threads, key=lambda t: (not t.main, t.index))
+
+    def _assemble(self, thread: Thread) -> Trajectory:
+        return assemble(
+            sorted(thread.calls, key=lambda c: c.index),
+            self.id if thread.main else f"{self.id}.sub{thread.index}",
+            subagent=thread.subagent,
+        )
+
+    def trajectories(self) -> list[Trajectory]:
+        """One trajectory per thread, the main agent's first."""
+        return [self._assemble(t) for t in self.ordered_threads()]
+
     def trajectory(self) -> Trajectory:
-        return assemble(list(self.calls), self.id, subagent=self.subagent)
+        """The main agent's trajectory."""
+        main = self.main_thread
+        if main is None:
+            return Trajectory(session=self.id, subagent=self.subagent)
+        return self._assemble(main)
+
+    def metrics(self) -> list[dict[str, float]]:
+        """Per trajectory: segments, calls, trained tokens, sampled share, rewrites, rollbacks."""
+        return [
+            trajectory_metrics(
+                trajectory,
+                thread.calls,
+                malformed=sum(self.malformed.get(c.index, 0) for c in thread.calls),
+            )
+            for thread, trajectory in zip(self.ordered_threads(), self.trajectories(), strict=True)
+        ]

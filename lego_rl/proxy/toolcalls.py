@@ -1,9 +1,16 @@
-"""Split a completion's text into reasoning, content and tool calls (Qwen3 / Hermes format).
+"""Split a completion's text into reasoning, content and tool calls, incrementally.
 
-Reasoning is ``<think>...</think>`` at the start (the opening tag may sit in the prompt);
-each tool call is ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``. A block
-whose JSON does not parse into a name and arguments stays in the content as text, so the
-harness sees exactly what the policy wrote.
+:class:`CompletionParser` takes the text as it is generated and yields events the moment they
+are certain: reasoning and content deltas, and whole tool calls. Markup never leaks as text:
+when the text ends with what may be the start of a marker (``<tool_call>``, ``</think>``), it
+is held back until the next piece decides. The same parser serves non-streaming replies
+(:func:`parse_completion`), so both paths agree by construction.
+
+Reasoning is ``<think>...</think>`` at the start (or from the start when the prompt already
+opened it). Each ``<tool_call>...</tool_call>`` body is read by the first tool-call format
+that accepts it (:data:`TOOL_CALL_FORMATS`: Qwen3/Hermes JSON, qwen3_coder XML). A block no
+format accepts stays in the content as text, exactly as the policy wrote it, and is counted
+in ``malformed``.
 """
 
 from __future__ import annotations
@@ -11,11 +18,34 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+
+ToolCallFormat = Callable[[str, dict[str, dict[str, Any]]], dict[str, Any] | None]
+"""(block body, parameter schemas by tool name) -> {"name", "arguments": dict} or None."""
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of reasoning or visible text."""
+
+    kind: Literal["text", "reasoning"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One complete tool call, OpenAI shape: {"id", "type", "function": {"name", "arguments"}}."""
+
+    index: int
+    call: dict[str, Any]
+
+
+StreamEvent = Delta | ToolCall
 
 
 @dataclass
@@ -24,25 +54,15 @@ class ParsedCompletion:
     reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """OpenAI shape: {"id", "type": "function", "function": {"name", "arguments": str}}."""
+    malformed: int = 0
 
 
 def new_tool_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """(reasoning, rest). An unterminated ``<think>`` makes the whole text reasoning."""
-    if THINK_CLOSE in text:
-        reasoning, rest = text.split(THINK_CLOSE, 1)
-        return reasoning.split(THINK_OPEN, 1)[-1].strip(), rest
-    stripped = text.lstrip()
-    if stripped.startswith(THINK_OPEN):
-        return stripped[len(THINK_OPEN) :].strip(), ""
-    return "", text
-
-
-def parse_tool_call(block: str) -> dict[str, Any] | None:
-    """One ``<tool_call>`` body -> an OpenAI tool call, or None when it is not valid."""
+def hermes_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """``{"name": ..., "arguments": {...}}`` (Qwen3, Hermes); arguments may be a JSON string."""
     try:
         call = json.loads(block)
     except json.JSONDecodeError:
@@ -55,26 +75,215 @@ def parse_tool_call(block: str) -> dict[str, Any] | None:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
             return None
-    if not isinstance(arguments, dict):
+    return {"name": call["name"], "arguments": arguments} if isinstance(arguments, dict) else None
+
+
+CODER_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
+CODER_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+
+
+def _coder_value(raw: str, schema: dict[str, Any] | None) -> Any:
+    """A qwen3_coder parameter value: text for string parameters, JSON where it parses."""
+    kind = (schema or {}).get("type")
+    if kind == "string":
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def qwen3_coder_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """``<function=name>\\n<parameter=p>\\nvalue\\n</parameter>\\n</function>`` (Qwen3-Coder)."""
+    match = CODER_FUNCTION.fullmatch(block)
+    if match is None:
         return None
-    return {
-        "id": new_tool_call_id(),
-        "type": "function",
-        "function": {"name": call["name"], "arguments": json.dumps(arguments, ensure_ascii=False)},
-    }
+    name, body = match.group(1), match.group(2)
+    params = schemas.get(name, {}).get("properties", {})
+    arguments: dict[str, Any] = {}
+    rest = CODER_PARAMETER.sub(
+        lambda m: (
+            arguments.__setitem__(m.group(1), _coder_value(m.group(2), params.get(m.group(1))))
+            or ""
+        ),
+        body,
+    )
+    return {"name": name, "arguments": arguments} if not rest.strip() else None
 
 
-def parse_completion(text: str) -> ParsedCompletion:
+TOOL_CALL_FORMATS: dict[str, ToolCallFormat] = {
+    "hermes": hermes_call,
+    "qwen3_coder": qwen3_coder_call,
+}
+"""Tool-call body formats by name; a parser tries the ones it is given, in order."""
+
+
+def tool_schemas(tools: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Parameter schemas by tool name, from OpenAI-shaped function tools."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        function = tool.get("function") or {}
+        if isinstance(function.get("name"), str):
+            out[function["name"]] = function.get("parameters") or {}
+    return out
+
+
+def _held(text: str, marker: str) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``marker``."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
+
+
+class CompletionParser:
+    """Feed decoded text with :meth:`feed`; call :meth:`finish` once generation ends."""
+
+    def __init__(
+        self,
+        *,
+        in_reasoning: bool = False,
+        tools: Sequence[dict[str, Any]] = (),
+        formats: Sequence[str] = ("hermes", "qwen3_coder"),
+    ):
+        self.mode = "reasoning" if in_reasoning else "start"
+        self.pending = ""
+        self.at_block_start = True
+        """Whitespace at the start of reasoning/content is dropped."""
+        self.formats = [TOOL_CALL_FORMATS[f] for f in formats]
+        self.schemas = tool_schemas(tools)
+        self.gap = ""
+        """Whitespace between the text before a ``<tool_call>`` and the tag."""
+        self.calls = 0
+        self.malformed = 0
+
+    def feed(self, text: str) -> list[StreamEvent]:
+        self.pending += text
+        events: list[StreamEvent] = []
+        while self._step(events, final=False):
+            pass
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        while self._step(events, final=True):
+            pass
+        if self.mode == "tool":  # an unterminated tool call is text
+            self.malformed += 1
+            gap = "" if self.at_block_start else self.gap
+            self._emit(events, "text", gap + TOOL_OPEN + self.pending, final=True)
+        elif self.pending:
+            self._emit(
+                events,
+                "reasoning" if self.mode == "reasoning" else "text",
+                self.pending,
+                True,
+            )
+        self.pending = ""
+        return events
+
+    def _step(self, events: list[StreamEvent], final: bool) -> bool:
+        """Consume what can be decided now; True when the mode changed (step again)."""
+        if self.mode == "start":
+            head = self.pending.lstrip()
+            if head.startswith(THINK_OPEN):
+                self.mode, self.pending = "reasoning", head[len(THINK_OPEN) :]
+                return True
+            if not final and (not head or THINK_OPEN.startswith(head)):
+                return False
+            self.mode = "content"
+            return True
+        if self.mode == "tool":
+            end = self.pending.find(TOOL_CLOSE)
+            if end < 0:
+                return False
+            block, self.pending = (
+                self.pending[:end],
+                self.pending[end + len(TOOL_CLOSE) :],
+            )
+            self.mode = "content"
+            self._tool_call(events, block)
+            return True
+        marker = THINK_CLOSE if self.mode == "reasoning" else TOOL_OPEN
+        kind: Literal["text", "reasoning"] = "reasoning" if self.mode == "reasoning" else "text"
+        at = self.pending.find(marker)
+        if at >= 0:
+            head = self.pending[:at]
+            self._emit(events, kind, head, final=True)
+            self.pending = self.pending[at + len(marker) :]
+            if self.mode == "reasoning":
+                self.mode, self.at_block_start = "content", True
+            else:
+                self.mode, self.gap = "tool", head[len(head.rstrip()) :]
+            return True
+        if not final:
+            keep = _held(self.pending, marker)
+            ready = self.pending[: len(self.pending) - keep]
+            stripped = ready.rstrip()
+            self._emit(events, kind, stripped, final=False)
+            self.pending = ready[len(stripped) :] + self.pending[len(ready) :]
+        return False
+
+    def _emit(
+        self,
+        events: list[StreamEvent],
+        kind: Literal["text", "reasoning"],
+        text: str,
+        final: bool,
+    ) -> None:
+        """Emit text, dropping leading whitespace of a block and (when final) trailing."""
+        if self.at_block_start:
+            text = text.lstrip()
+        if final:
+            text = text.rstrip()
+        if text:
+            self.at_block_start = False
+            events.append(Delta(kind, text))
+
+    def _tool_call(self, events: list[StreamEvent], block: str) -> None:
+        body = block.strip()
+        for parse in self.formats:
+            call = parse(body, self.schemas)
+            if call is not None:
+                events.append(
+                    ToolCall(
+                        self.calls,
+                        {
+                            "id": new_tool_call_id(),
+                            "type": "function",
+                            "function": {
+                                "name": call["name"],
+                                "arguments": json.dumps(call["arguments"], ensure_ascii=False),
+                            },
+                        },
+                    )
+                )
+                self.calls += 1
+                return
+        self.malformed += 1
+        gap = "" if self.at_block_start else self.gap
+        self.at_block_start = False
+        events.append(Delta("text", gap + TOOL_OPEN + block + TOOL_CLOSE))
+
+
+def collect(events: Iterable[StreamEvent], parsed: ParsedCompletion) -> None:
+    """Accumulate events into ``parsed`` (content, reasoning, tool calls)."""
+    for event in events:
+        if isinstance(event, ToolCall):
+            parsed.tool_calls.append(event.call)
+        elif event.kind == "reasoning":
+            parsed.reasoning += event.text
+        else:
+            parsed.content += event.text
+
+
+def parse_completion(
+    text: str, *, in_reasoning: bool = False, tools: Sequence[dict[str, Any]] = ()
+) -> ParsedCompletion:
     """Reasoning, content and well-formed tool calls of one completion's decoded text."""
-    reasoning, rest = split_reasoning(text)
-    calls: list[dict[str, Any]] = []
-
-    def take(match: re.Match[str]) -> str:
-        call = parse_tool_call(match.group(1).strip())
-        if call is None:
-            return match.group(0)
-        calls.append(call)
-        return ""
-
-    content = TOOL_CALL.sub(take, rest)
-    return ParsedCompletion(content=content.strip(), reasoning=reasoning, tool_calls=calls)
+    parser = CompletionParser(in_reasoning=in_reasoning, tools=tools)
+    parsed = ParsedCompletion(content="")
+    collect(parser.feed(text), parsed)
+    collect(parser.finish(), parsed)
+    parsed.malformed = parser.malformed
+    return parsed

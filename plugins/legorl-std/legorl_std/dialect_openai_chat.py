@@ -1,6 +1,8 @@
 """The OpenAI Chat Completions dialect ("openai-chat"): POST /v1/chat/completions.
 
-Non-streaming only for now: ``stream: true`` is answered by the proxy with a 400. The
+Streams with ``stream: true`` (chat.completion.chunk events: the role, content and
+reasoning_content deltas, tool-call deltas with index/id/name then argument fragments, the
+finish reason, usage when ``stream_options.include_usage``, then ``[DONE]``). The
 session's sampling is authoritative, so of the request's sampling fields only ``max_tokens``
 (or ``max_completion_tokens``, which wins) and ``seed`` can take effect; ``stop`` strings and
 ``tool_choice`` are accepted and kept in ``ChatRequest.raw`` but not enforced.
@@ -14,10 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl import hookimpl
-from lego_rl.data import Sampling
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
-from lego_rl.proxy.errors import BadRequest, openai_error
+from lego_rl.proxy.errors import openai_error, require
+from lego_rl.proxy.parsing import model_name, request_sampling, text_of
+from lego_rl.proxy.streaming import fragments, sse
+from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
 
 ROLES = {
@@ -36,33 +39,9 @@ class OpenAIChatOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _require(condition: bool, message: str, param: str) -> None:
-    if not condition:
-        raise BadRequest(message, param=param)
-
-
-def _text(content: Any, param: str) -> str:
-    """Message content as text: a string, null, or a list of text parts."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    _require(
-        isinstance(content, list), "content must be a string or a list of content parts", param
-    )
-    texts = []
-    for i, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        _require(
-            kind == "text" and isinstance(part.get("text"), str),
-            f"only text content parts are supported (got type {kind!r})",
-            f"{param}[{i}]",
-        )
-        texts.append(part["text"])
-    return "\n".join(texts)
-
-
 def _tool_call(call: Any, param: str) -> dict[str, Any]:
     function = call.get("function") if isinstance(call, dict) else None
-    _require(
+    require(
         isinstance(function, dict) and isinstance(function.get("name"), str),
         "each tool call needs a function with a name",
         param,
@@ -78,19 +57,19 @@ def _tool_call(call: Any, param: str) -> dict[str, Any]:
 
 
 def _message(raw: Any, param: str) -> ChatMessage:
-    _require(isinstance(raw, dict), "each message must be an object", param)
+    require(isinstance(raw, dict), "each message must be an object", param)
     role = ROLES.get(raw.get("role"))
-    _require(
+    require(
         role is not None,
         f"unsupported role {raw.get('role')!r} (use one of {', '.join(ROLES)})",
         f"{param}.role",
     )
     calls = raw.get("tool_calls") or []
-    _require(isinstance(calls, list), "tool_calls must be a list", f"{param}.tool_calls")
+    require(isinstance(calls, list), "tool_calls must be a list", f"{param}.tool_calls")
     reasoning = raw.get("reasoning_content") or raw.get("reasoning") or ""
     return ChatMessage(
         role=role,
-        content=_text(raw.get("content"), f"{param}.content"),
+        content=text_of(raw.get("content"), f"{param}.content"),
         reasoning=reasoning if isinstance(reasoning, str) else "",
         tool_calls=[_tool_call(c, f"{param}.tool_calls[{i}]") for i, c in enumerate(calls)],
         tool_call_id=str(raw.get("tool_call_id") or ""),
@@ -99,10 +78,10 @@ def _message(raw: Any, param: str) -> ChatMessage:
 
 
 def _tools(raw: Any) -> list[dict[str, Any]]:
-    _require(isinstance(raw, list), "tools must be a list", "tools")
+    require(isinstance(raw, list), "tools must be a list", "tools")
     for i, tool in enumerate(raw):
         function = tool.get("function") if isinstance(tool, dict) else None
-        _require(
+        require(
             tool.get("type") == "function"
             and isinstance(function, dict)
             and isinstance(function.get("name"), str),
@@ -110,27 +89,6 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
             f"tools[{i}]",
         )
     return raw
-
-
-def _sampling(body: dict[str, Any]) -> Sampling:
-    """Only the fields the request sets, so the proxy can tell them from defaults."""
-    fields: dict[str, Any] = {}
-    for key in ("temperature", "top_p"):
-        if body.get(key) is not None:
-            _require(isinstance(body[key], int | float), f"{key} must be a number", key)
-            fields[key] = float(body[key])
-    for key in ("max_tokens", "max_completion_tokens"):
-        if body.get(key) is not None:
-            _require(
-                isinstance(body[key], int) and body[key] >= 1,
-                f"{key} must be a positive integer",
-                key,
-            )
-            fields["max_tokens"] = body[key]
-    if body.get("seed") is not None:
-        _require(isinstance(body["seed"], int), "seed must be an integer", "seed")
-        fields["seed"] = body["seed"]
-    return Sampling(**fields)
 
 
 class OpenAIChatDialect:
@@ -141,26 +99,24 @@ class OpenAIChatDialect:
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         messages = body.get("messages")
-        _require(
+        require(
             isinstance(messages, list) and len(messages) > 0,
             "messages must be a non-empty list",
             "messages",
         )
         n = body.get("n")
-        _require(n is None or n == 1, "only n=1 is supported", "n")
+        require(n is None or n == 1, "only n=1 is supported", "n")
         choice = body.get("tool_choice")
-        _require(
+        require(
             choice is None or choice in TOOL_CHOICES or isinstance(choice, dict),
             f"tool_choice must be one of {sorted(TOOL_CHOICES)} or a function choice",
             "tool_choice",
         )
-        model = body.get("model") or ""
-        _require(isinstance(model, str), "model must be a string", "model")
         return ChatRequest(
             messages=[_message(m, f"messages[{i}]") for i, m in enumerate(messages)],
             tools=_tools(body["tools"]) if body.get("tools") is not None else [],
-            sampling=_sampling(body),
-            model=model,
+            sampling=request_sampling(body, ("max_tokens", "max_completion_tokens")),
+            model=model_name(body),
             stream=bool(body.get("stream", False)),
             raw=body,
         )
@@ -189,15 +145,84 @@ class OpenAIChatDialect:
                     "finish_reason": completion.finish_reason,
                 }
             ],
-            "usage": {
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "total_tokens": completion.prompt_tokens + completion.completion_tokens,
-            },
+            "usage": usage(completion),
         }
 
     def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
         return openai_error(status, message, kind)
+
+    def stream(self, request: ChatRequest, call_id: str) -> OpenAIChatStream:
+        return OpenAIChatStream(request, call_id)
+
+
+def usage(completion: ChatCompletion) -> dict[str, int]:
+    return {
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+    }
+
+
+class OpenAIChatStream:
+    """One reply as chat.completion.chunk server-sent events."""
+
+    def __init__(self, request: ChatRequest, call_id: str):
+        self.request = request
+        self.id = f"chatcmpl-{call_id}"
+        self.created = int(time.time())
+        options = request.raw.get("stream_options")
+        self.include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return sse(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.request.model,
+                "choices": [choice],
+            }
+        )
+
+    def start(self, prompt_tokens: int) -> str:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def event(self, event: StreamEvent) -> str:
+        if isinstance(event, Delta):
+            key = "content" if event.kind == "text" else "reasoning_content"
+            return self._chunk({key: event.text})
+        function = event.call["function"]
+        head = {
+            "index": event.index,
+            "id": event.call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        parts = [self._chunk({"tool_calls": [head]})]
+        parts += [
+            self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": f}}]})
+            for f in fragments(function["arguments"])
+        ]
+        return "".join(parts)
+
+    def finish(self, completion: ChatCompletion) -> str:
+        out = self._chunk({}, completion.finish_reason)
+        if self.include_usage:
+            out += sse(
+                {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.request.model,
+                    "choices": [],
+                    "usage": usage(completion),
+                }
+            )
+        return out + sse("[DONE]")
+
+    def fail(self, status: int, message: str, kind: str) -> str:
+        return sse(openai_error(status, message, kind)) + sse("[DONE]")
 
 
 def build(options: OpenAIChatOptions, ctx: BuildContext) -> OpenAIChatDialect:
@@ -205,6 +230,5 @@ def build(options: OpenAIChatOptions, ctx: BuildContext) -> OpenAIChatDialect:
     return OpenAIChatDialect()
 
 
-@hookimpl
-def legorl_register_dialect(register: Any) -> None:
+def register(register: Any) -> None:
     register("openai-chat", build, options=OpenAIChatOptions)

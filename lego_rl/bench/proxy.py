@@ -1,0 +1,363 @@
+"""``legorl bench proxy``: what the proxy adds to each model call, with Claude-Code-sized traffic.
+
+Requests are synthesised like Claude Code's (anthropic-messages, ~75 KB: a long system prompt
+and 24 tools shared by every session, a growing history of tool calls and results). The load
+runs in a separate process (as harnesses do), so the proxy's process does only proxy work.
+
+- ``p50/p99_overhead_ms``: sessions call at a harness's pace against a backend that takes
+  ``gen_ms`` per call; overhead = the client's latency minus the same backend called directly.
+- ``calls_per_s_per_core``: closed loop against an instant backend; calls per CPU-second of
+  the proxy's process.
+- ``tokenize_turn100_over_turn1``: tokenizing turn 100 of one session over turn 1 (both with
+  the shared system/tools prefix cached); ``render_tokenize_turn100_over_turn1`` adds the
+  chat-template rendering, which still walks the whole history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import statistics
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from lego_rl.data import Generation, Sampling
+from lego_rl.kinds import Problem
+
+REPLY = (
+    '<tool_call>\n{"name": "Bash", "arguments": {"command": "ls -la src/module_%d"}}\n</tool_call>'
+)
+
+
+def system_blocks() -> list[dict[str, Any]]:
+    rules = " ".join(
+        f"Rule {i}: keep changes minimal, run the tests, explain briefly." for i in range(260)
+    )
+    return [
+        {"type": "text", "text": "You are Claude Code, a coding agent."},
+        {"type": "text", "text": rules, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Environment: linux, cwd /app, git repository."},
+    ]
+
+
+def tools() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "Bash" if i == 0 else f"Tool{i}",
+            "description": f"Tool {i}. " + "Use it carefully; it has many options. " * 40,
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    f"arg{j}": {
+                        "type": "string",
+                        "description": f"Argument {j} of tool {i}.",
+                    }
+                    for j in range(6)
+                }
+                | {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        }
+        for i in range(24)
+    ]
+
+
+def first_messages(session: int) -> list[dict[str, Any]]:
+    reminder = "<system-reminder>" + "Context about the repository. " * 300 + "</system-reminder>"
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": reminder},
+                {"type": "text", "text": f"Fix bug {session}."},
+            ],
+        }
+    ]
+
+
+def body(messages: list[dict[str, Any]], shared: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {"model": "policy", "max_tokens": 256, "messages": messages, **shared}
+    ).encode()
+
+
+def next_turn(messages: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
+    """Echo the assistant's content and answer its tool call, as a harness does."""
+    messages.append({"role": "assistant", "content": reply["content"]})
+    tool_use = next(b for b in reply["content"] if b["type"] == "tool_use")
+    output = f"total {turn}\n" + "-rw-r--r-- 1 root root 1234 file.py\n" * 20
+    messages.append(
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tool_use["id"],
+                    "content": output,
+                }
+            ],
+        }
+    )
+
+
+class PacedInference:
+    """A backend that takes ``delay`` seconds and answers a fixed tool call."""
+
+    def __init__(self, tokenizer: Any, delay: float):
+        self.tokenizer, self.delay, self.policy_version = tokenizer, delay, 0
+        self.turn = 0
+
+    def generate(
+        self, prompt_ids: list[int], sampling: Sampling, on_token: Any = None
+    ) -> Generation:
+        if self.delay:
+            time.sleep(self.delay)
+        self.turn += 1
+        ids = [
+            *self.tokenizer.encode(REPLY % (self.turn % 7), add_special_tokens=False),
+            self.tokenizer.eos_token_id,
+        ]
+        return Generation(completion_ids=ids, logprobs=[-0.1] * len(ids))
+
+    def preflight(self) -> list[Problem]:
+        return []
+
+
+def _load(
+    url: str,
+    sessions: list[tuple[str, str]],
+    turns: int,
+    pause: float,
+    deadline: float,
+    out: Any,
+) -> None:
+    """Child process: each session runs ``turns`` calls in its own thread; puts latencies."""
+    shared = {"system": system_blocks(), "tools": tools()}
+    latencies: list[float] = []
+    sizes: list[int] = []
+    lock = threading.Lock()
+    parts = urlsplit(url)
+
+    def run(index: int, sid: str, key: str) -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        messages = first_messages(index)
+        time.sleep(pause * (index % 16) / 16)  # sessions start staggered, as trials do
+        for turn in range(turns):
+            if time.monotonic() > deadline:
+                return
+            data = body(messages, shared)
+            start = time.perf_counter()
+            conn.request(
+                "POST",
+                f"/s/{sid}/v1/messages",
+                data,
+                {"x-api-key": key, "content-type": "application/json"},
+            )
+            response = conn.getresponse()
+            raw = response.read()
+            elapsed = time.perf_counter() - start
+            if response.status != 200:
+                raise RuntimeError(f"proxy answered {response.status}: {raw[:300]!r}")
+            with lock:
+                latencies.append(elapsed)
+                sizes.append(len(data))
+            next_turn(messages, json.loads(raw), turn)
+            if pause:
+                time.sleep(pause)
+
+    threads = [
+        threading.Thread(target=run, args=(i, sid, key)) for i, (sid, key) in enumerate(sessions)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put((latencies, sizes))
+
+
+def _serve_load(
+    tokenizer: Any,
+    delay: float,
+    n_sessions: int,
+    turns: int,
+    pause: float,
+    seconds: float,
+) -> dict[str, Any]:
+    from legorl_std.dialect_anthropic import AnthropicDialect
+
+    from lego_rl.proxy.server import ProxyServer
+
+    server = ProxyServer(
+        PacedInference(tokenizer, delay),
+        {"anthropic-messages": AnthropicDialect()},
+        model_name="policy",
+        max_context=200_000,
+    )
+    server.start()
+    try:
+        opened = [
+            server.open_session(
+                f"bench-{i}", "anthropic-messages", sampling=Sampling(max_tokens=256)
+            )
+            for i in range(n_sessions)
+        ]
+        ctx = multiprocessing.get_context("spawn")
+        out = ctx.Queue()
+        deadline = time.monotonic() + seconds
+        child = ctx.Process(
+            target=_load,
+            args=(
+                server.url,
+                [(s.id, s.api_key) for s in opened],
+                turns,
+                pause,
+                deadline,
+                out,
+            ),
+        )
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        child.start()
+        latencies, sizes = out.get(timeout=seconds + 120)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        child.join(10)
+        calls = [c for s in opened for c in s.calls]
+        return {
+            "latencies": latencies,
+            "sizes": sizes,
+            "cpu_s": cpu,
+            "wall_s": wall,
+            "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
+            "cache": (
+                server.handler.prefix_cache.hits,
+                server.handler.prefix_cache.misses,
+            ),
+        }
+    finally:
+        server.stop()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
+    """Render and tokenize costs of turn 1 and turn ``turns`` of one session (warm prefix cache)."""
+    from legorl_std.dialect_anthropic import AnthropicDialect
+
+    from lego_rl.proxy.pipeline import CallHandler
+    from lego_rl.proxy.render import render_text, tokenize_prompt
+    from lego_rl.proxy.session import ProxySession
+
+    dialect = AnthropicDialect()
+    handler = CallHandler(PacedInference(tokenizer, 0.0), "policy", 1_000_000)
+    shared = {"system": system_blocks(), "tools": tools()}
+    handler.handle(
+        ProxySession("warm", dialect.name, Sampling()),
+        dialect,
+        json.loads(body(first_messages(99), shared)),
+    )
+    session = ProxySession("one", dialect.name, Sampling())
+    messages = first_messages(0)
+    costs: dict[int, tuple[float, float]] = {}
+    for turn in range(1, turns + 1):
+        request = dialect.parse(json.loads(body(messages, shared)))
+        if turn in (1, turns):
+            thread = session.threads[0] if session.threads else None
+            context = thread.context if thread else None
+            best = (float("inf"), float("inf"))
+            for _ in range(5):
+                t0 = time.perf_counter()
+                text = render_text(tokenizer, request, None)
+                t1 = time.perf_counter()
+                tokenize_prompt(tokenizer, text, context, handler.prefix_cache)
+                t2 = time.perf_counter()
+                best = (min(best[0], t1 - t0), min(best[1], t2 - t1))
+            costs[turn] = best
+        reply = handler.handle(session, dialect, json.loads(body(messages, shared)))
+        next_turn(messages, reply, turn)
+    (r1, k1), (rn, kn) = costs[1], costs[turns]
+    return {
+        "tokenize_turn1_ms": k1 * 1e3,
+        f"tokenize_turn{turns}_ms": kn * 1e3,
+        "tokenize_turn100_over_turn1": kn / k1,
+        "render_turn1_ms": r1 * 1e3,
+        f"render_turn{turns}_ms": rn * 1e3,
+        "render_tokenize_turn100_over_turn1": (rn + kn) / (r1 + k1),
+        f"turn{turns}_body_kb": len(body(messages, shared)) / 1024,
+    }
+
+
+def _tokenizer(name: str) -> Any:
+    if name == "tiny":
+        from lego_rl.proxy.doubles import tiny_chat_tokenizer
+
+        return tiny_chat_tokenizer()
+    from legorl_embedded.tokenizer import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+def main(args: list[str]) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="legorl bench proxy")
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--gen-ms", type=float, default=200.0)
+    parser.add_argument("--pause-ms", type=float, default=1000.0, help="harness time between calls")
+    parser.add_argument("--paced-s", type=float, default=75.0, help="cap on the paced run")
+    parser.add_argument("--throughput-s", type=float, default=15.0)
+    parser.add_argument("--throughput-sessions", type=int, default=8)
+    parser.add_argument("--tokenize-turns", type=int, default=100)
+    parser.add_argument("--tokenizer", default="qwen3", help="qwen3 (real vocabulary) or tiny")
+    opts = parser.parse_args(args)
+    tokenizer = _tokenizer(opts.tokenizer)
+    figures: dict[str, Any] = {"tokenizer": opts.tokenizer}
+
+    paced = _serve_load(
+        tokenizer,
+        opts.gen_ms / 1e3,
+        opts.sessions,
+        opts.turns,
+        opts.pause_ms / 1e3,
+        opts.paced_s,
+    )
+    direct = []
+    backend = PacedInference(tokenizer, opts.gen_ms / 1e3)
+    for _ in range(5):
+        t0 = time.perf_counter()
+        backend.generate([1, 2, 3], Sampling())
+        direct.append(time.perf_counter() - t0)
+    baseline = statistics.median(direct)
+    overheads = [(lat - baseline) * 1e3 for lat in paced["latencies"]]
+    figures |= {
+        "paced_calls": len(overheads),
+        "p50_overhead_ms": _percentile(overheads, 0.50),
+        "p99_overhead_ms": _percentile(overheads, 0.99),
+        "max_overhead_ms": max(overheads),
+        "mean_body_kb": statistics.mean(paced["sizes"]) / 1024,
+        "first_body_kb": min(paced["sizes"]) / 1024,
+        "extends_share": paced["extends_share"],
+        "prefix_cache_hits_misses": list(paced["cache"]),
+    }
+
+    closed = _serve_load(
+        tokenizer, 0.0, opts.throughput_sessions * 4, opts.turns, 0.0, opts.throughput_s
+    )
+    calls = len(closed["latencies"])
+    figures |= {
+        "throughput_calls": calls,
+        "calls_per_s": calls / closed["wall_s"],
+        "calls_per_s_per_core": calls / max(closed["cpu_s"], 1e-9),
+    }
+    figures |= _turn_costs(tokenizer, opts.tokenize_turns)
+    figures["targets_met"] = {
+        "p50_overhead_ms<2": figures["p50_overhead_ms"] < 2,
+        "p99_overhead_ms<10": figures["p99_overhead_ms"] < 10,
+        "calls_per_s_per_core>=500": figures["calls_per_s_per_core"] >= 500,
+        "tokenize_turn100_over_turn1<2": figures["tokenize_turn100_over_turn1"] < 2,
+    }
+    return figures

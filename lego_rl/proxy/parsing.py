@@ -1,0 +1,58 @@
+"""Request-parsing helpers every dialect shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lego_rl.data import Sampling
+from lego_rl.proxy.errors import require
+
+
+def request_sampling(body: dict[str, Any], max_keys: Sequence[str]) -> Sampling:
+    """The sampling fields a request sets (only those, so the proxy tells them from defaults).
+    Of ``max_keys`` (the dialect's names for the completion budget) the last one set wins."""
+    fields: dict[str, Any] = {}
+    for key in ("temperature", "top_p"):
+        if body.get(key) is not None:
+            require(isinstance(body[key], int | float), f"{key} must be a number", key)
+            fields[key] = float(body[key])
+    if body.get("top_k") is not None:
+        require(isinstance(body["top_k"], int), "top_k must be an integer", "top_k")
+        fields["top_k"] = body["top_k"]
+    for key in max_keys:
+        if body.get(key) is not None:
+            require(
+                isinstance(body[key], int) and body[key] >= 1,
+                f"{key} must be a positive integer",
+                key,
+            )
+            fields["max_tokens"] = body[key]
+    if body.get("seed") is not None:
+        require(isinstance(body["seed"], int), "seed must be an integer", "seed")
+        fields["seed"] = body["seed"]
+    return Sampling(**fields)
+
+
+def model_name(body: dict[str, Any]) -> str:
+    model = body.get("model") or ""
+    require(isinstance(model, str), "model must be a string", "model")
+    return model
+
+
+def text_of(content: Any, param: str, kinds: frozenset[str] = frozenset({"text"})) -> str:
+    """Content as text: a string, null, or a list of text parts/blocks (of ``kinds``), joined
+    by newlines. Any other part (images, files) is a BadRequest naming it."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    require(isinstance(content, list), "content must be a string or a list of parts", param)
+    texts = []
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        require(
+            kind in kinds and isinstance(part.get("text"), str),
+            f"only text content parts are supported here (got type {kind!r})",
+            f"{param}[{i}]",
+        )
+        texts.append(part["text"])
+    return "\n".join(texts)

@@ -1,0 +1,358 @@
+"""The Anthropic Messages dialect ("anthropic-messages"): POST /v1/messages (+ count_tokens).
+
+What Claude Code sends is understood: ``system`` as a string or text blocks, ``role:
+"system"`` messages inside ``messages``, text / thinking / tool_use / tool_result blocks,
+custom tools (``input_schema``), ``tool_choice``, ``stop_sequences``; fields the proxy has no
+use for (``metadata``, ``context_management``, ``output_config``, ``cache_control``, the
+``thinking`` config...) are accepted and ignored, as are ``anthropic-beta`` headers and the
+``?beta=true`` query. Streaming sends Anthropic's event sequence (message_start, ping,
+content_block_start/delta/stop for thinking, text and tool_use, message_delta, message_stop).
+As everywhere on the proxy, the session's sampling is authoritative; a request may only lower
+``max_tokens``. ``stop_sequences`` are accepted but not enforced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
+from lego_rl.proxy.errors import require
+from lego_rl.proxy.parsing import model_name, request_sampling, text_of
+from lego_rl.proxy.streaming import fragments, sse
+from lego_rl.proxy.toolcalls import Delta, StreamEvent
+from lego_rl.registry import BuildContext
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+class AnthropicOptions(BaseModel):
+    """The anthropic-messages dialect takes no options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def anthropic_error(status: int, message: str, kind: str) -> dict[str, Any]:
+    kind_type = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind_type, "message": message}}
+
+
+def _blocks(raw: Any, param: str) -> list[dict[str, Any]]:
+    if isinstance(raw, str):
+        return [{"type": "text", "text": raw}]
+    require(isinstance(raw, list), "content must be a string or a list of blocks", param)
+    for i, block in enumerate(raw):
+        require(
+            isinstance(block, dict),
+            "each content block must be an object",
+            f"{param}[{i}]",
+        )
+    return raw
+
+
+def _assistant(blocks: list[dict[str, Any]], param: str) -> ChatMessage:
+    message = ChatMessage(role="assistant")
+    texts = []
+    for i, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            message.reasoning += str(block.get("thinking", ""))
+        elif kind == "tool_use":
+            require(
+                isinstance(block.get("name"), str),
+                "tool_use needs a name",
+                f"{param}[{i}]",
+            )
+            message.tool_calls.append(
+                {
+                    "id": str(block.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": block["name"],
+                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False),
+                    },
+                }
+            )
+        elif kind != "redacted_thinking":
+            require(
+                False,
+                f"unsupported assistant block type {kind!r}",
+                f"{param}[{i}].type",
+            )
+    message.content = "\n".join(texts)
+    return message
+
+
+def _user(blocks: list[dict[str, Any]], role: str, param: str) -> list[ChatMessage]:
+    """Tool results become tool messages (in order); the text after them one user message."""
+    out: list[ChatMessage] = []
+    texts: list[str] = []
+    for i, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "tool_result" and role == "user":
+            out.append(
+                ChatMessage(
+                    role="tool",
+                    content=text_of(block.get("content"), f"{param}[{i}].content"),
+                    tool_call_id=str(block.get("tool_use_id", "")),
+                )
+            )
+        elif kind == "text":
+            texts.append(str(block.get("text", "")))
+        else:
+            require(
+                False,
+                f"unsupported {role} content block type {kind!r} (the proxy serves text, "
+                "tool_result, and in assistant turns thinking and tool_use)",
+                f"{param}[{i}].type",
+            )
+    if texts or not out:
+        out.append(
+            ChatMessage(role="system" if role == "system" else "user", content="\n".join(texts))
+        )
+    return out
+
+
+def _tools(raw: Any) -> list[dict[str, Any]]:
+    require(isinstance(raw, list), "tools must be a list", "tools")
+    tools = []
+    for i, tool in enumerate(raw):
+        require(isinstance(tool, dict), "each tool must be an object", f"tools[{i}]")
+        kind = tool.get("type", "custom")
+        require(
+            kind == "custom" and isinstance(tool.get("name"), str),
+            f"tools[{i}] of type {kind!r} is a server tool the proxy cannot run; only custom "
+            'tools ({"name", "description", "input_schema"}) are served',
+            f"tools[{i}]",
+        )
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool.get("description", ""),
+                    "parameters": tool.get("input_schema") or {"type": "object"},
+                },
+            }
+        )
+    return tools
+
+
+def tool_use_id(call_id: str) -> str:
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+def signature(thinking: str) -> str:
+    """A stand-in signature for thinking blocks (clients echo it back; the proxy ignores it)."""
+    return hashlib.sha256(thinking.encode()).hexdigest()
+
+
+class AnthropicDialect:
+    """Anthropic Messages: request parsing, response, stream and error shapes."""
+
+    name = "anthropic-messages"
+    routes = (("POST", "/v1/messages"),)
+    count_tokens_route = ("POST", "/v1/messages/count_tokens")
+
+    def parse(self, body: dict[str, Any]) -> ChatRequest:
+        raw_messages = body.get("messages")
+        require(
+            isinstance(raw_messages, list) and len(raw_messages) > 0,
+            "messages must be a non-empty list",
+            "messages",
+        )
+        messages: list[ChatMessage] = []
+        system = body.get("system")
+        if system:
+            messages.append(ChatMessage(role="system", content=text_of(system, "system")))
+        for i, raw in enumerate(raw_messages):
+            param = f"messages[{i}]"
+            require(isinstance(raw, dict), "each message must be an object", param)
+            role = raw.get("role")
+            require(
+                role in ("user", "assistant", "system"),
+                f"unsupported role {role!r} (use user, assistant or system)",
+                f"{param}.role",
+            )
+            blocks = _blocks(raw.get("content"), f"{param}.content")
+            if role == "assistant":
+                messages.append(_assistant(blocks, f"{param}.content"))
+            else:
+                messages.extend(_user(blocks, role, f"{param}.content"))
+        choice = body.get("tool_choice")
+        require(
+            choice is None or (isinstance(choice, dict) and "type" in choice),
+            'tool_choice must be an object such as {"type": "auto"}',
+            "tool_choice",
+        )
+        stream = body.get("stream", False)
+        require(isinstance(stream, bool), "stream must be a boolean", "stream")
+        return ChatRequest(
+            messages=messages,
+            tools=_tools(body["tools"]) if body.get("tools") is not None else [],
+            sampling=request_sampling(body, ("max_tokens",)),
+            model=model_name(body),
+            stream=stream,
+            raw=body,
+        )
+
+    def content(self, completion: ChatCompletion) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if completion.reasoning:
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": completion.reasoning,
+                    "signature": signature(completion.reasoning),
+                }
+            )
+        if completion.content:
+            blocks.append({"type": "text", "text": completion.content})
+        for call in completion.tool_calls:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_use_id(call["id"]),
+                    "name": call["function"]["name"],
+                    "input": json.loads(call["function"]["arguments"]),
+                }
+            )
+        return blocks
+
+    def format(
+        self, request: ChatRequest, completion: ChatCompletion, call_id: str
+    ) -> dict[str, Any]:
+        return {
+            "id": f"msg_{call_id}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.model,
+            "content": self.content(completion),
+            "stop_reason": STOP_REASONS[completion.finish_reason],
+            "stop_sequence": None,
+            "usage": usage(completion.prompt_tokens, completion.completion_tokens),
+        }
+
+    def error(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        return anthropic_error(status, message, kind)
+
+    def stream(self, request: ChatRequest, call_id: str) -> AnthropicStream:
+        return AnthropicStream(request, call_id)
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+
+
+class AnthropicStream:
+    """One reply as Anthropic's server-sent events; blocks open and close as the kind changes."""
+
+    def __init__(self, request: ChatRequest, call_id: str):
+        self.request, self.id = request, f"msg_{call_id}"
+        self.index = -1
+        self.open: str = ""
+        self.thinking = ""
+
+    def _send(self, kind: str, **data: Any) -> str:
+        return sse({"type": kind, **data}, event=kind)
+
+    def _close(self) -> str:
+        if not self.open:
+            return ""
+        out = ""
+        if self.open == "thinking":
+            delta = {"type": "signature_delta", "signature": signature(self.thinking)}
+            out += self._send("content_block_delta", index=self.index, delta=delta)
+        self.open = ""
+        return out + self._send("content_block_stop", index=self.index)
+
+    def _begin(self, kind: str, block: dict[str, Any]) -> str:
+        out = self._close()
+        self.index += 1
+        self.open = kind
+        return out + self._send("content_block_start", index=self.index, content_block=block)
+
+    def start(self, prompt_tokens: int) -> str:
+        message = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.request.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage(prompt_tokens, 1),
+        }
+        return self._send("message_start", message=message) + self._send("ping")
+
+    def event(self, event: StreamEvent) -> str:
+        if isinstance(event, Delta):
+            out = ""
+            if event.kind == "reasoning":
+                if self.open != "thinking":
+                    out = self._begin("thinking", {"type": "thinking", "thinking": ""})
+                self.thinking += event.text
+                delta = {"type": "thinking_delta", "thinking": event.text}
+            else:
+                if self.open != "text":
+                    out = self._begin("text", {"type": "text", "text": ""})
+                delta = {"type": "text_delta", "text": event.text}
+            return out + self._send("content_block_delta", index=self.index, delta=delta)
+        function = event.call["function"]
+        block = {
+            "type": "tool_use",
+            "id": tool_use_id(event.call["id"]),
+            "name": function["name"],
+            "input": {},
+        }
+        out = self._begin("tool_use", block)
+        for piece in fragments(function["arguments"]):
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            out += self._send("content_block_delta", index=self.index, delta=delta)
+        return out + self._close()
+
+    def finish(self, completion: ChatCompletion) -> str:
+        delta = {
+            "stop_reason": STOP_REASONS[completion.finish_reason],
+            "stop_sequence": None,
+        }
+        return (
+            self._close()
+            + self._send(
+                "message_delta",
+                delta=delta,
+                usage={"output_tokens": completion.completion_tokens},
+            )
+            + self._send("message_stop")
+        )
+
+    def fail(self, status: int, message: str, kind: str) -> str:
+        return sse(anthropic_error(status, message, kind), event="error")
+
+
+def build(options: AnthropicOptions, ctx: BuildContext) -> AnthropicDialect:
+    """Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens)."""
+    return AnthropicDialect()
+
+
+def register(register: Any) -> None:
+    register("anthropic-messages", build, options=AnthropicOptions)

@@ -1,0 +1,155 @@
+"""The openai-responses dialect with the official openai SDK (client.responses) as the client."""
+
+import json
+import time
+
+import openai
+import pytest
+from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+
+from lego_rl.kinds import Dialect
+from lego_rl.proxy.doubles import scripted_proxy
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": "shell",
+        "description": "Run a command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        "strict": False,
+    }
+]
+FIRST = (
+    "<think>\nCheck.\n</think>\n\nLooking.\n"
+    '<tool_call>\n{"name": "shell", "arguments": {"command": "ls"}}\n</tool_call>'
+)
+
+
+def client_for(server, session):
+    return openai.OpenAI(
+        base_url=session.base_url(server.url) + "/v1",
+        api_key=session.api_key,
+        max_retries=0,
+    )
+
+
+def test_parses_codex_style_input_items():
+    dialect = OpenAIResponsesDialect()
+    assert isinstance(dialect, Dialect)
+    req = dialect.parse(
+        {
+            "model": "m",
+            "instructions": "You are Codex.",
+            "input": [
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": "sandbox"}],
+                },
+                {"role": "user", "content": "fix it"},
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "plan"}],
+                },
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "ok"}],
+                },
+                {
+                    "type": "function_call",
+                    "call_id": "c1",
+                    "name": "shell",
+                    "arguments": '{"a": 1}',
+                },
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            ],
+            "tools": TOOLS,
+            "store": False,
+            "max_output_tokens": 64,
+        }
+    )
+    assert [m.role for m in req.messages] == [
+        "system",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    turn = req.messages[3]
+    assert (turn.reasoning, turn.content, turn.tool_calls[0]["id"]) == (
+        "plan",
+        "ok",
+        "c1",
+    )
+    assert req.messages[4].tool_call_id == "c1" and req.sampling.max_tokens == 64
+    assert req.tools[0]["function"]["name"] == "shell"
+
+
+def test_non_streaming_round_trip():
+    with scripted_proxy({"openai-responses": OpenAIResponsesDialect()}, [FIRST, "All done."]) as (
+        server,
+        session,
+        _,
+    ):
+        client = client_for(server, session)
+        items = [{"role": "user", "content": "List files."}]
+        first = client.responses.create(
+            model="m", instructions="Be brief.", input=items, tools=TOOLS
+        )
+        kinds = [o.type for o in first.output]
+        assert kinds == ["reasoning", "message", "function_call"] and first.status == "completed"
+        call = first.output[2]
+        assert call.name == "shell" and json.loads(call.arguments) == {"command": "ls"}
+        assert first.output_text == "Looking."
+        items += [o.model_dump(exclude_none=True) for o in first.output[1:]]
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": "a.txt"})
+        second = client.responses.create(
+            model="m", instructions="Be brief.", input=items, tools=TOOLS
+        )
+        assert second.output_text == "All done."
+        assert second.usage.input_tokens == len(session.calls[1].prompt_ids)
+
+
+def test_streaming_events_with_sequence_numbers():
+    with scripted_proxy(
+        {"openai-responses": OpenAIResponsesDialect()}, [FIRST], token_delay=0.003
+    ) as (server, session, inference):
+        client = client_for(server, session)
+        events, first_delta_at = [], None
+        for event in client.responses.create(model="m", input="go", tools=TOOLS, stream=True):
+            events.append(event)
+            if event.type == "response.output_text.delta" and first_delta_at is None:
+                first_delta_at = time.monotonic()
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    for needed in (
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+    ):
+        assert needed in kinds
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Looking." and first_delta_at < inference.ended[0] - 0.05
+    done = events[-1].response
+    assert [o.type for o in done.output] == ["reasoning", "message", "function_call"]
+    assert json.loads(done.output[2].arguments) == {"command": "ls"}
+
+
+def test_stateless_and_unsupported_tools_are_clear_400s():
+    with scripted_proxy({"openai-responses": OpenAIResponsesDialect()}, []) as (
+        server,
+        session,
+        _,
+    ):
+        client = client_for(server, session)
+        with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+            client.responses.create(model="m", input="x", previous_response_id="resp_1")
+        with pytest.raises(openai.BadRequestError, match="web_search"):
+            client.responses.create(model="m", input="x", tools=[{"type": "web_search"}])
+        assert session.calls == [] and len(session.rejected) == 2
