@@ -9,14 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from pydantic import ValidationError  # noqa: E402
-
-from lego_rl.data import Segment, Trajectory, TrialResult  # noqa: E402
-from lego_rl.registry import Registry  # noqa: E402
 from legorl_embedded import plugin  # noqa: E402
 from legorl_embedded.batch import PolicyBatch, build_rows  # noqa: E402
 from legorl_embedded.grpo import GRPO, GRPOOptions  # noqa: E402
 from legorl_embedded.logprobs import _HeadLogprobs, token_logprobs  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from lego_rl.data import Segment, Trajectory, TrialResult  # noqa: E402
+from lego_rl.registry import Registry  # noqa: E402
 
 
 def tiny_model(seed: int = 0) -> torch.nn.Module:
@@ -107,7 +107,7 @@ def test_loss_step_moves_sampled_tokens_logprob_with_advantage(sign):
     change = ((after - before) * mask).sum().item()
     assert sign * change > 0
     assert metrics["tokens"] == 3
-    assert metrics["logp_diff_abs"] < 1e-6 and metrics["tis_weight_mean"] == pytest.approx(1.0)
+    assert metrics["tis_weight_mean"] == pytest.approx(1.0)
     assert metrics["clip_fraction"] == 0.0
 
 
@@ -143,9 +143,7 @@ def test_tis_weight_is_capped_and_can_be_disabled():
     assert m["tis_weight_mean"] == pytest.approx((2.0 + w2) / 2, rel=1e-5)
     assert capped.item() == pytest.approx(-(2.0 + w2) / 2, rel=1e-5)
     assert plain.item() == pytest.approx(-1.0) and m_plain["tis_weight_mean"] == 1.0
-    assert m["logp_diff_abs"] == pytest.approx(2.55, rel=1e-5)
-    k3 = [math.exp(-d) - 1 + d for d in (5.0, 0.1)]
-    assert m["k3_inference"] == pytest.approx(sum(k3) / 2, rel=1e-5)
+    assert m["tis_capped_fraction"] == 0.5 and m_plain["tis_capped_fraction"] == 0.0
 
 
 def test_aggregations_weigh_tokens_or_trials():
@@ -272,7 +270,7 @@ def test_micro_batches_cover_rows_within_token_budget():
     assert sum(m.trained_tokens for m in micro) == rows.trained_tokens
     for m in micro:
         assert m.ids.shape[1] == int(m.lengths.max())
-        assert m.ids.numel() <= 24 or len(m) == 1
+        assert m.ids.numel() <= 24 or m.trials == 1
 
 
 def test_token_logprobs_cut_to_tokenizer_vocab():

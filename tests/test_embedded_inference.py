@@ -6,10 +6,6 @@ import threading
 
 import pytest
 import torch
-
-from lego_rl.data import Sampling
-from lego_rl.registry import BuildContext
-from lego_rl.spec.models import Block, ModelSpec, RunSpec, Spec
 from legorl_embedded.inference import (
     HFInference,
     HFInferenceOptions,
@@ -18,6 +14,10 @@ from legorl_embedded.inference import (
 )
 from legorl_embedded.model import build_model, save_checkpoint
 from legorl_embedded.routing import find_routers
+
+from lego_rl.data import Sampling
+from lego_rl.registry import BuildContext
+from lego_rl.spec.models import Block, ModelSpec, RunSpec, Spec
 
 TINY = ModelSpec(name="tiny", max_context=256)
 CPU = HFInferenceOptions(device="cpu", threads=1)  # one thread: far faster on a busy 2-core machine
@@ -139,6 +139,18 @@ def test_logprobs_equal_full_forward_rescoring(inf, prompt, sampling):
     expected = rescore(inf, prompt, gen.completion_ids, sampling)
     assert torch.allclose(torch.tensor(gen.logprobs), expected, atol=1e-4)
     assert all(lp < 0 for lp in gen.logprobs)
+
+
+def test_on_token_streams_each_sampled_token_in_order(inf, prompt):
+    streamed: list[tuple[int, float, str]] = []
+    gen = inf.generate(
+        prompt,
+        Sampling(max_tokens=10, seed=7),
+        on_token=lambda tid, lp: streamed.append((tid, lp, threading.current_thread().name)),
+    )
+    assert [(t, lp) for t, lp, _ in streamed] == list(zip(gen.completion_ids, gen.logprobs))
+    assert {name for *_, name in streamed} == {threading.current_thread().name}
+    assert inf.generate(prompt, Sampling(max_tokens=10, seed=7)).completion_ids == gen.completion_ids
 
 
 def test_top_k_1_is_greedy_with_logprob_zero(inf, prompt):

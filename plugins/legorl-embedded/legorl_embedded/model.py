@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lego_rl.spec.models import ModelSpec
 from transformers import (
     AutoModelForCausalLM,
     PretrainedConfig,
@@ -23,6 +22,8 @@ from transformers import (
     Qwen3MoeConfig,
     Qwen3MoeForCausalLM,
 )
+
+from lego_rl.spec.models import ModelSpec
 
 TINY_COMMON: dict[str, Any] = {
     "hidden_size": 64,

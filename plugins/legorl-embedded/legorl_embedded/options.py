@@ -56,6 +56,54 @@ class GRPOOptions(BaseModel):
     )
 
 
+class GSPOOptions(BaseModel):
+    """Options of the ``gspo`` optimizer (sequence-level ratio and clip)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    clip_low: float = Field(
+        default=3e-4, ge=0.0, le=1.0, description="Lower clip range of the sequence ratio."
+    )
+    clip_high: float = Field(
+        default=4e-4, ge=0.0, description="Upper clip range of the sequence ratio."
+    )
+    normalize_std: bool = Field(default=True, description="Divide advantages by the group's std.")
+    kl_coef: float = Field(
+        default=0.0, ge=0.0, description="Weight of a k3 KL penalty to the initial policy (0: none)."
+    )
+    tis_cap: float | None = Field(
+        default=2.0,
+        gt=0.0,
+        description="Cap of the sequence-level trainer/inference importance weight; null disables it.",
+    )
+
+
+class PPOOptions(BaseModel):
+    """Options of the ``ppo`` optimizer (critic-free PPO-clip)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    clip: float = Field(default=0.2, ge=0.0, le=1.0, description="Clip range of the token ratio.")
+    dual_clip: float | None = Field(
+        default=3.0,
+        gt=1.0,
+        description="Bound of the loss for negative advantages, as a ratio (null: no dual clip).",
+    )
+    baseline: Literal["leave-one-out", "group-mean"] = Field(
+        default="leave-one-out",
+        description="Reward baseline: the mean of the group's other trials (RLOO) or the group mean.",
+    )
+    aggregation: Literal["token-mean", "seq-mean-token-mean"] = Field(
+        default="token-mean", description="Average per token of the step, or per trial first."
+    )
+    kl_coef: float = Field(
+        default=0.0, ge=0.0, description="Weight of a k3 KL penalty to the initial policy (0: none)."
+    )
+    tis_cap: float | None = Field(
+        default=2.0, gt=0.0, description="Cap of the token importance weight; null disables it."
+    )
+
+
 class EmbeddedTrainerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -68,8 +116,24 @@ class EmbeddedTrainerOptions(BaseModel):
     )
     device: Literal["cpu", "cuda", "auto"] = "auto"
     checkpoint: Literal["final", "every", "none"] = Field(
-        default="final", description="Write run_dir/checkpoints/final, one per step, or none."
+        default="final",
+        description="Write run_dir/checkpoints/final, one per step, or none (none also "
+        "turns off the resumable state, see state_every).",
     )
     threads: int | None = Field(
         default=None, ge=1, description="torch CPU threads (default: torch's)."
+    )
+    routing_replay: Literal["off", "replay"] = Field(
+        default="replay",
+        description="MoE models: route each recorded token to the experts it was routed to at "
+        "inference (replay) or let the trainer's routers choose (off). No effect on dense models.",
+    )
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in backward (less memory, slower)."
+    )
+    state_every: int = Field(
+        default=1,
+        ge=0,
+        description="Rewrite run_dir/checkpoints/last (model, optimizer, step, RNG, rollout "
+        "position) every N steps, so a killed run can resume; 0 never.",
     )

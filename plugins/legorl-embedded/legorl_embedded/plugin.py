@@ -10,8 +10,14 @@ from typing import Any
 
 from lego_rl import hookimpl
 from lego_rl.registry import BuildContext
-
-from legorl_embedded.options import EmbeddedTrainerOptions, GRPOOptions, HFInferenceOptions
+from legorl_embedded.options import (
+    EmbeddedTrainerOptions,
+    GRPOOptions,
+    GSPOOptions,
+    HFInferenceOptions,
+    PPOOptions,
+)
+from legorl_embedded.scripted_options import ScriptedInferenceOptions
 
 
 def hf(options: HFInferenceOptions, ctx: BuildContext) -> Any:
@@ -21,11 +27,32 @@ def hf(options: HFInferenceOptions, ctx: BuildContext) -> Any:
     return factory(options, ctx)
 
 
+def scripted(options: ScriptedInferenceOptions, ctx: BuildContext) -> Any:
+    """Replies from a script of turns, scored by the policy model (for harness conformance)."""
+    from legorl_embedded.scripted import factory
+
+    return factory(options, ctx)
+
+
 def grpo(options: GRPOOptions, ctx: BuildContext) -> Any:
     """GRPO: group-normalised advantages, clipped surrogate, truncated IS correction."""
     from legorl_embedded.grpo import GRPO
 
     return GRPO(options, ctx)
+
+
+def gspo(options: GSPOOptions, ctx: BuildContext) -> Any:
+    """GSPO: sequence-level importance ratio and clip, sequence-level TIS correction."""
+    from legorl_embedded.gspo import GSPO
+
+    return GSPO(options, ctx)
+
+
+def ppo(options: PPOOptions, ctx: BuildContext) -> Any:
+    """Critic-free PPO-clip: RLOO or group-mean baseline, dual clip, TIS correction."""
+    from legorl_embedded.ppo import PPO
+
+    return PPO(options, ctx)
 
 
 def embedded(options: EmbeddedTrainerOptions, ctx: BuildContext) -> Any:
@@ -38,11 +65,14 @@ def embedded(options: EmbeddedTrainerOptions, ctx: BuildContext) -> Any:
 @hookimpl
 def legorl_register_inference(register: Any) -> None:
     register("hf", hf, options=HFInferenceOptions)
+    register("scripted", scripted, options=ScriptedInferenceOptions)
 
 
 @hookimpl
 def legorl_register_optimizer(register: Any) -> None:
     register("grpo", grpo, options=GRPOOptions)
+    register("gspo", gspo, options=GSPOOptions)
+    register("ppo", ppo, options=PPOOptions)
 
 
 @hookimpl

@@ -9,6 +9,8 @@ token of the forward pass. Dense models have no routers. Routing replay in train
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +32,17 @@ def find_routers(model: nn.Module) -> list[nn.Module]:
     return [module for _, module in sorted(found, key=lambda item: item[0])]
 
 
+@contextmanager
+def hooked(routers: list[nn.Module], make_hook: Callable[[int], Callable[..., Any]]) -> Iterator[None]:
+    """Forward hooks ``make_hook(layer)`` on ``routers`` while the block runs."""
+    handles = [router.register_forward_hook(make_hook(layer)) for layer, router in enumerate(routers)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 class RoutingRecorder:
     """Records router indices of every forward pass while active (a context manager).
 
@@ -41,15 +54,14 @@ class RoutingRecorder:
     def __init__(self, model: nn.Module) -> None:
         self.routers = find_routers(model)
         self._blocks: list[list[torch.Tensor]] = [[] for _ in self.routers]
-        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._hooks = ExitStack()
 
     @property
     def is_moe(self) -> bool:
         return bool(self.routers)
 
     def __enter__(self) -> RoutingRecorder:
-        for layer, router in enumerate(self.routers):
-            self._handles.append(router.register_forward_hook(self._hook(layer)))
+        self._hooks.enter_context(hooked(self.routers, self._hook))
         return self
 
     def __exit__(
@@ -58,9 +70,7 @@ class RoutingRecorder:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        self._hooks.close()
         self._blocks = [[] for _ in self.routers]
 
     def _hook(self, layer: int):  # noqa: ANN202 - torch hook signature

@@ -1,8 +1,10 @@
 """The "embedded" trainer plugin: our own torch loop, on CPU or one GPU.
 
 Each step rolls out groups of trials, turns their recorded segments into rows, takes one
-AdamW step on the optimizer's loss (micro-batched, gradients accumulated), and pushes the
-new weights to the inference backend as the next policy version.
+AdamW step on the optimizer's loss (micro-batches packed by token budget, gradients
+accumulated, recorded MoE routing replayed), reports train/inference consistency, pushes
+the new weights to the inference backend as the next policy version and rewrites the
+resumable state (``checkpoints/last``): re-running into the same run dir continues there.
 """
 
 from __future__ import annotations
@@ -13,25 +15,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from lego_rl.data import Attribution
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
+from legorl_embedded.batch import PolicyBatch, Rows, build_rows
+from legorl_embedded.consistency import Consistency
+from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.model_spec import resolve_model_paths
 from legorl_embedded.options import EmbeddedTrainerOptions
-from legorl_embedded.batch import PolicyBatch, Rows, build_rows
-from legorl_embedded.logprobs import token_logprobs
+from legorl_embedded.replay import RoutingReplay, routing_table
+from legorl_embedded.resume import TrainerState, last_state_dir, load_state, save_state
+from legorl_embedded.routing import find_routers
 
 
 @dataclass
 class Scoring:
-    """How trained tokens are scored: as the inference backend sampled them."""
+    """How trained tokens are scored: as the inference backend sampled them.
+
+    Temperature only: top-p / top-k truncation of the rollout is not reproduced, the TIS
+    weight of the objective absorbs that difference (see legorl_embedded.objective).
+    """
 
     temperature: float
     vocab: int
@@ -39,6 +48,10 @@ class Scoring:
     reference: nn.Module | None
     """Frozen initial policy, when the objective has a KL penalty."""
     device: torch.device
+    replay: bool = True
+    """Force recorded MoE routing in the forward (routing replay)."""
+    routing_shape: tuple[int, int] | None = None
+    """(MoE layers, experts per token) of the model; None for a dense model."""
 
     def logprobs(
         self, model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor
@@ -46,6 +59,16 @@ class Scoring:
         return token_logprobs(
             model, ids, attn, where=mask.bool(), temperature=self.temperature, vocab=self.vocab
         )
+
+    def routing(self, model: nn.Module, micro: Rows) -> RoutingReplay:
+        """Replay (or, with replay off, only compare) the micro-batch's recorded routing.
+
+        Keep it open over ``backward()``: gradient checkpointing re-runs the routers there.
+        """
+        table = None
+        if self.routing_shape is not None and micro.routing:
+            table = routing_table(micro.routing, micro.ids.shape[1], *self.routing_shape)
+        return RoutingReplay(model, table, replay=self.replay)
 
 
 @dataclass
@@ -96,8 +119,9 @@ class EmbeddedTrainer:
         tokenizer = ctx.inference.tokenizer
         spec_model = resolve_model_paths(ctx.spec.model, self.build_ctx)
         model = build_model(spec_model, tokenizer, ctx.spec.run.seed).float().to(device)
+        if self.options.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
         model.train()
-        load_weights(model.state_dict(), version=0)
         opt = torch.optim.AdamW(
             model.parameters(), lr=self.options.lr, weight_decay=self.options.weight_decay
         )
@@ -105,6 +129,7 @@ class EmbeddedTrainer:
         schedule = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
         )
+        routers = find_routers(model)
         scoring = Scoring(
             temperature=ctx.spec.run.temperature or 1.0,  # 0 is greedy: no distribution to match
             vocab=len(tokenizer),
@@ -112,9 +137,13 @@ class EmbeddedTrainer:
             if getattr(ctx.optimizer, "needs_reference", False)
             else None,
             device=device,
+            replay=self.options.routing_replay == "replay",
+            routing_shape=(len(routers), int(routers[0].top_k)) if routers else None,
         )
+        first = self._resume(ctx, model, opt, schedule)
+        load_weights(model.state_dict(), version=first)
         steps = ctx.spec.run.steps
-        for step in range(steps):
+        for step in range(first, steps):
             started = time.perf_counter()
             groups = ctx.rollout(step)
             rollout_seconds = time.perf_counter() - started
@@ -134,8 +163,59 @@ class EmbeddedTrainer:
                 self._checkpoint(
                     ctx, save_checkpoint, model, tokenizer, f"step-{step + 1}", step + 1
                 )
+            every = self.options.state_every if self.options.checkpoint != "none" else 0
+            if every and ((step + 1) % every == 0 or step + 1 == steps):
+                self._save_state(ctx, model, opt, schedule, step + 1)
         if self.options.checkpoint != "none":
             self._checkpoint(ctx, save_checkpoint, model, tokenizer, "final", steps)
+
+    def _resume(
+        self,
+        ctx: RunContext,
+        model: nn.Module,
+        opt: torch.optim.Optimizer,
+        schedule: torch.optim.lr_scheduler.LRScheduler,
+    ) -> int:
+        """Load the state to continue from; returns the first step to run.
+
+        The engine says where (``ctx.extra["resume_from"]``, None for a fresh run); without
+        an engine's word, this run dir's ``checkpoints/last``.
+        """
+        where = ctx.extra.get("resume_from", last_state_dir(ctx.run_dir))
+        state = load_state(Path(where)) if where else None
+        if state is None:
+            return 0
+        model.load_state_dict(state.model)
+        opt.load_state_dict(state.optimizer)
+        schedule.load_state_dict(state.schedule)
+        torch.set_rng_state(state.torch_rng)
+        set_rng = getattr(ctx.inference, "set_rng_state", None)
+        if set_rng is not None and state.inference_rng is not None:
+            set_rng(state.inference_rng)
+        ctx.restore_engine(state.engine)
+        ctx.event("resume", step=state.step, path=str(where))
+        ctx.log(f"resumed from {where} at step {state.step + 1}")
+        return state.step
+
+    @staticmethod
+    def _save_state(
+        ctx: RunContext,
+        model: nn.Module,
+        opt: torch.optim.Optimizer,
+        schedule: torch.optim.lr_scheduler.LRScheduler,
+        step: int,
+    ) -> None:
+        get_rng = getattr(ctx.inference, "get_rng_state", None)
+        state = TrainerState(
+            step=step,
+            model=model.state_dict(),
+            optimizer=opt.state_dict(),
+            schedule=schedule.state_dict(),
+            torch_rng=torch.get_rng_state(),
+            inference_rng=get_rng() if get_rng is not None else None,
+            engine=ctx.engine_state(),
+        )
+        save_state(ctx.run_dir, state)
 
     def train_step(
         self,
@@ -149,6 +229,7 @@ class EmbeddedTrainer:
         opt.zero_grad(set_to_none=True)
         total_loss = 0.0
         sums: dict[str, float] = {}
+        consistency = Consistency()
         tokens = float(rows.trained_tokens)
         trials = rows.trials if len(rows) else 0
         device = scoring.device
@@ -158,22 +239,27 @@ class EmbeddedTrainer:
                 micro.attention_mask.to(device),
                 micro.mask.to(device),
             )
-            ref = None
-            if scoring.reference is not None:
-                with torch.no_grad():
-                    ref = scoring.logprobs(scoring.reference, ids, attn, mask)
-            batch = PolicyBatch(
-                logprobs=scoring.logprobs(model, ids, attn, mask),
-                inference_logprobs=micro.logprobs.to(device),
-                mask=mask,
-                advantages=micro.advantages.to(device),
-                seq_tokens=micro.seq_tokens.to(device),
-                token_total=tokens,
-                seq_total=float(trials),
-                ref_logprobs=ref,
-            )
-            loss, metrics = loss_fn(batch)
-            loss.backward()
+            with scoring.routing(model, micro) as routing:
+                ref = None
+                if scoring.reference is not None:
+                    with torch.no_grad(), scoring.routing(scoring.reference, micro):
+                        ref = scoring.logprobs(scoring.reference, ids, attn, mask)
+                batch = PolicyBatch(
+                    logprobs=scoring.logprobs(model, ids, attn, mask),
+                    inference_logprobs=micro.logprobs.to(device),
+                    mask=mask,
+                    advantages=micro.advantages.to(device),
+                    seq_tokens=micro.seq_tokens.to(device),
+                    token_total=tokens,
+                    seq_total=float(trials),
+                    ref_logprobs=ref,
+                    trial=micro.trial.to(device),
+                )
+                loss, metrics = loss_fn(batch)
+                loss.backward()
+            consistency.add(batch.logprobs, batch.inference_logprobs, mask)
+            recorded = routing.table.recorded if routing.table is not None else 0
+            consistency.add_routing(*routing.counts(), recorded, int(attn.sum().item()))
             total_loss += float(loss.detach().item())
             weight = metrics.get("tokens", 0.0)
             for key, value in metrics.items():
@@ -189,6 +275,8 @@ class EmbeddedTrainer:
             k: (v if k == "tokens" else v / max(sums.get("tokens", 0.0), 1.0))
             for k, v in sums.items()
         }
+        if consistency.n:
+            averaged.update(consistency.metrics())
         return StepResult(
             total_loss, grad_norm, int(tokens), trials, rows.skipped, averaged, updated
         )
@@ -211,8 +299,10 @@ class EmbeddedTrainer:
         std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5 if rewards else 0.0
         informative = sum(1 for a in advantages if any(x != 0.0 for x in a))
         metrics = {k: v for k, v in result.metrics.items() if k != "tokens"}
+        rollout = ctx.extra.get("rollout_metrics", dict)()
         ctx.event(
             "step",
+            **{k: v for k, v in rollout.items() if k not in metrics and k != "step"},
             step=step,
             reward_mean=mean,
             reward_std=std,

@@ -1,0 +1,117 @@
+"""The ``scripted`` inference plugin: replies from a script, scored by the real policy model.
+
+For conformance tests of harnesses: each call's reply is the next turn of a script (text and
+tool calls), written in the policy's own output format (Qwen3: ``<tool_call>{json}</tool_call>``
+blocks after the text), tokenized with the policy tokenizer and followed by eos. The model
+then scores prompt + reply in one forward pass, so every CallRecord carries the real ids,
+the log-prob each scripted token has under the model (at the session's temperature; 1 when
+that is 0, since a script is not a greedy choice) and, for MoE models, the routed experts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from lego_rl.data import Generation, Sampling
+from lego_rl.kinds import Problem
+from lego_rl.registry import BuildContext
+from legorl_embedded.inference import HFInference
+from legorl_embedded.inference import factory as hf_factory
+from legorl_embedded.logprobs import token_logprobs
+from legorl_embedded.options import HFInferenceOptions
+from legorl_embedded.routing import RoutingRecorder, as_routing
+from legorl_embedded.scripted_options import ScriptedInferenceOptions, ScriptTurn
+
+
+def render_turn(turn: ScriptTurn) -> str:
+    """A turn as the Qwen3 template renders an assistant message: text, then each tool call."""
+    parts = [turn.text]
+    for index, call in enumerate(turn.tool_calls):
+        separator = "\n" if turn.text or index else ""
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        parts.append(f'{separator}<tool_call>\n{{"name": "{call.name}", "arguments": {arguments}}}\n</tool_call>')
+    return "".join(parts)
+
+
+class ScriptedInference:
+    """Replies from a script; scores them with the policy model (loaded on first use)."""
+
+    def __init__(self, options: ScriptedInferenceOptions, policy: HFInference):
+        self.options = options
+        self.policy = policy
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._vocab: int | None = None
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.policy.tokenizer
+
+    @property
+    def policy_version(self) -> int:
+        return self.policy.policy_version
+
+    def preflight(self) -> list[Problem]:
+        return self.policy.preflight()
+
+    def next_text(self) -> str:
+        """The next reply of the script (``final_text`` once it has run out)."""
+        with self._lock:
+            index, self.calls = self.calls, self.calls + 1
+        turns = self.options.turns
+        return render_turn(turns[index]) if index < len(turns) else self.options.final_text
+
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """The next scripted reply (+ eos), cut at ``max_tokens`` / the context, scored."""
+        tokenizer = self.tokenizer
+        ids = [*tokenizer.encode(self.next_text(), add_special_tokens=False), tokenizer.eos_token_id]
+        budget = min(sampling.max_tokens, self.policy.max_context - len(prompt_ids))
+        finish = "stop" if len(ids) <= budget else "length"
+        ids = ids[: max(budget, 0)]
+        if not ids or not prompt_ids:
+            return Generation(completion_ids=[], logprobs=[], finish_reason="length", policy_version=self.policy_version)
+        logprobs, routing, prompt_routing = self._score(prompt_ids, ids, sampling.temperature or 1.0)
+        for token, logprob in zip(ids, logprobs, strict=True):
+            if on_token is not None:
+                on_token(token, logprob)
+        return Generation(
+            completion_ids=ids,
+            logprobs=logprobs,
+            routing=routing,
+            prompt_routing=prompt_routing,
+            finish_reason=finish,
+            policy_version=self.policy_version,
+        )
+
+    def _score(self, prompt: list[int], completion: list[int], temperature: float) -> tuple[list[float], Any, Any]:
+        """Log-probs of ``completion`` after ``prompt``, and the routing of every position."""
+        model = self.policy.model
+        if self._vocab is None:
+            self._vocab = len(self.tokenizer)  # slow on a large vocabulary: once
+        ids = torch.tensor([prompt + completion], dtype=torch.long, device=self.policy.device)
+        where = torch.zeros_like(ids, dtype=torch.bool)
+        where[0, len(prompt) :] = True
+        recorder = RoutingRecorder(model)
+        with torch.inference_mode(), recorder:
+            scored = token_logprobs(
+                model, ids, torch.ones_like(ids), where=where, temperature=temperature, vocab=self._vocab
+            )
+            indices = recorder.pop()
+        logprobs = scored[0, len(prompt) :].float().cpu().tolist()
+        if indices is None:
+            return logprobs, None, None
+        return logprobs, as_routing(indices[len(prompt) :]), as_routing(indices[: len(prompt)])
+
+
+def factory(options: ScriptedInferenceOptions, ctx: BuildContext) -> ScriptedInference:
+    return ScriptedInference(options, hf_factory(HFInferenceOptions(device=options.device), ctx))
