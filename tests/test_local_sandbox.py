@@ -190,7 +190,6 @@ def test_stop_keeps_or_removes_the_trial_dir(backend, tmp_path: Path):
     box = gone.start(task, "gone")
     box.stop()
     assert not box.trial_dir.exists()
-    assert box.endpoint_url("http://127.0.0.1:8123/s/x") == "http://127.0.0.1:8123/s/x"
 
 
 def test_trial_ids_are_unique_and_plain(backend, tmp_path: Path):
@@ -207,8 +206,10 @@ def test_construction_is_side_effect_free_and_registered(tmp_path: Path):
     registry.add_module(local_sandbox, name="local-sandbox-under-test")
     backend = registry.build("sandbox", "local", {"root": "trials"}, BuildContext(spec_dir=tmp_path))
     assert not (tmp_path / "trials").exists()
-    assert backend.preflight() == []
-    assert backend.start(make_task(tmp_path), "x").trial_dir == tmp_path / "trials" / "x"
+    assert [p for p in backend.preflight() if p.fatal] == []
+    box = backend.start(make_task(tmp_path), "x")
+    box.stop()
+    assert box.trial_dir == tmp_path / "trials" / "x"
 
 
 def test_preflight_names_the_missing_bwrap():
@@ -274,3 +275,122 @@ def test_dockerfile_errors(tmp_path: Path, text: str, message: str):
     (tmp_path / "ctx" / "Dockerfile").write_text(text)
     with pytest.raises(DockerfileError, match=message):
         materialise(tmp_path / "ctx" / "Dockerfile", tmp_path / "fs")
+
+
+# ---------------------------------------------------------------- isolation (issue 4)
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mounts, per-trial users)")
+
+
+@pytest.fixture
+def host_server():
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args):
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield [server.server_address[1] for server in servers]
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _get(url: str) -> str:
+    return (
+        f"{sys.executable} -c 'import urllib.request as u; "
+        f"print(u.urlopen(\"{url}\", timeout=3).read().decode())'"
+    )
+
+
+@root_only
+def test_agent_phase_reaches_only_the_proxy(sandbox, host_server):
+    proxy_port, other_port = host_server
+    url = sandbox.endpoint_url(f"http://127.0.0.1:{proxy_port}/s/abc")
+    assert url == f"http://127.0.0.1:{proxy_port}/s/abc"
+    assert sandbox.exec(_get(url), timeout=30).stdout == "hello\n"
+    out = sandbox.exec("cat /proc/net/dev", timeout=30)
+    assert [line.split(":")[0].strip() for line in out.stdout.splitlines()[2:]] == ["lo"]
+    blocked = sandbox.exec(_get(f"http://127.0.0.1:{other_port}/"), timeout=30)
+    assert blocked.exit_code != 0 and "Connection refused" in blocked.stderr
+    dns = sandbox.exec("getent hosts pypi.org", timeout=30)
+    assert dns.exit_code != 0
+
+
+@root_only
+def test_trial_runs_as_its_own_user_without_capabilities(backend, sandbox, tmp_path):
+    other = backend.start(make_task(tmp_path, name="u2"), "trial-2")
+    try:
+        me = sandbox.exec("id -u; id -un; grep CapEff /proc/self/status", timeout=30).stdout.split()
+        assert me[0] == str(sandbox.user[0]) and me[1] == "agent" and me[-1] == "0000000000000000"
+        assert other.user[0] != sandbox.user[0] and other.user[1] == sandbox.user[1]
+        assert sandbox.exec("mount -t tmpfs x /app", timeout=30).exit_code != 0
+        assert sandbox.exec("ls /root", timeout=30).stdout == ""
+    finally:
+        other.stop()
+
+
+@root_only
+def test_overlay_snapshot_records_the_agents_diff(sandbox):
+    assert sandbox.describe(Task(name="t", path=Path("/x"), instruction="x"))["snapshot"] == "Overlay"
+    sandbox.exec("echo \"print('fixed')\" > main.py; echo new > added.txt", timeout=30)
+    kinds = {c.path: c.kind for c in sandbox.changes()}
+    assert kinds["/app/main.py"] == "modified" and kinds["/app/added.txt"] == "added"
+    diff = sandbox.diff()
+    assert "-print('hi')" in diff and "+print('fixed')" in diff and "+++ b/app/added.txt" in diff
+
+
+@root_only
+def test_limits_apply_to_commands(tmp_path):
+    from legorl_std.sandbox_limits import Limits
+
+    options = LocalSandboxOptions(limits=Limits(nproc=20, file_size_mb=1, address_space_mb=512))
+    backend = LocalSandboxBackend(options, BuildContext(run_dir=tmp_path / "run"))
+    box = backend.start(make_task(tmp_path), "limited")
+    try:
+        big = box.exec("head -c 2000000 /dev/zero > big; echo $?", timeout=30)
+        assert big.stdout.strip() != "0" and (box.fs / "app" / "big").stat().st_size == 1 << 20
+        forks = box.exec("for i in $(seq 40); do sleep 5 & done 2>&1; wait", timeout=30)
+        assert "Resource temporarily unavailable" in forks.stdout + forks.stderr
+        memory = box.exec("python3 -c 'bytearray(1 << 30)'", timeout=30)
+        assert "MemoryError" in memory.stderr
+    finally:
+        box.stop()
+
+
+@root_only
+def test_begin_verify_ends_the_agent_phase(backend, tmp_path, host_server):
+    task = make_task(tmp_path)
+    task.config["environment"] = {"network_mode": "public"}
+    box = backend.start(task, "phases")
+    try:
+        box.endpoint_url(f"http://127.0.0.1:{host_server[0]}/s/x")
+        box.exec("echo 1 > /logs/verifier/reward.txt; echo changed > main.py", timeout=30)
+        box.upload(tmp_path / "t" / "tests", "/tests")
+        details = box.begin_verify()
+        assert details["agent_changes"] == ["M /app/main.py"]
+        assert Path(details["agent_diff"]).read_text().count("+changed") == 1
+        assert box.exec("ls -A /logs/verifier; ls /tests", timeout=30).stdout == ""
+        out = box.exec("cat /proc/net/dev | wc -l; stat -c %U /logs/verifier", timeout=30).stdout.split()
+        assert int(out[0]) > 3 and out[1] == "agent", "public network in the verify phase"
+    finally:
+        box.stop()
+    assert (box.trial_dir / "logs" / "verifier").is_dir() and not (box.fs / "app").exists()
+
+
+def test_a_task_without_a_dockerfile_names_the_harbor_sandbox(backend, tmp_path):
+    task = make_task(tmp_path)
+    (task.path / "environment" / "Dockerfile").unlink()
+    task.config["environment"] = {"docker_image": "ghcr.io/x/y:1"}
+    with pytest.raises(SandboxError, match=r"prebuilt image 'ghcr.io/x/y:1'.*`harbor` sandbox"):
+        backend.start(task, "noimage")

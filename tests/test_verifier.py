@@ -143,3 +143,34 @@ def test_registered_with_forbidding_options():
     assert registry.build("verifier", "test-script", {"timeout_sec": 5}).timeout_sec == 5
     with pytest.raises(Exception, match="extra"):
         registry.build("verifier", "test-script", {"timeout": 5})
+
+
+# ---------------------------------------------------------------- integrity (issue 4)
+
+
+def test_reward_one_counts_only_when_test_sh_exits_zero(backend, tmp_path):
+    task = make_task(tmp_path, "echo 1 > /logs/verifier/reward.txt\nexit 3\n")
+    result = score(backend, task)
+    assert (result.reward, result.termination) == (0.0, Termination.VERIFIER_ERROR)
+    assert "exited 3" in result.details["reason"]
+
+
+def test_processes_outliving_test_sh_are_killed_and_counted(backend, tmp_path):
+    task = make_task(tmp_path, "(sleep 30 &) ; echo 0 > /logs/verifier/reward.txt\n")
+    result = score(backend, task)
+    assert result.details["survivors"] == 1 and result.reward == 0.0 and result.details["seconds"] < 20
+
+
+def test_the_verifier_ignores_what_the_agent_left_in_its_home(backend, tmp_path):
+    check = (
+        '[ "$HOME" = /tmp ] && [ "$PYTHONNOUSERSITE" = 1 ] && [ -z "${PYTHONPATH:-}" ] '
+        "&& python3 -c 'import sys; assert \"planted\" not in sys.modules' "
+        "&& echo 1 > /logs/verifier/reward.txt\n"
+    )
+    plant = (
+        "d=$(python3 -c 'import site; print(site.getusersitepackages())'); mkdir -p $d && "
+        "echo 'import planted' > $d/x.pth && echo 'print(1)' > $d/planted.py && "
+        "echo 'export PYTHONPATH=/app' >> $HOME/.bashrc"
+    )
+    result = score(backend, make_task(tmp_path, check), before=plant)
+    assert result.reward == 1.0, result.details

@@ -1,51 +1,72 @@
 """Sandbox ``local``: one trial in a bubblewrap sandbox on this machine (the embedded default).
 
-The task's Dockerfile is materialised by :mod:`legorl_std.dockerfile` into a per-trial
-directory ``<root>/<trial>/fs`` (a path ``/x`` inside is ``fs/x`` on the host); its mount
-points, ``/logs`` and ``$HOME`` (``/home/agent``) are bound read-write over a read-only view
-of the host root, so the host's interpreters and the project venv are usable inside.
-Every ``exec`` is a fresh ``bwrap``: private PID/IPC/UTS namespaces, private ``/tmp``, and
-the run directory, the trials root and the task's own files (tests, solution) hidden under
-empty tmpfs. The environment is clean (PATH, HOME, LANG, the Dockerfile's ENV, the caller's
-env), handed over as bwrap's process environment rather than ``--setenv`` so that values
-never appear in a command line. When the command ends or times out, the whole process tree
-dies with the PID namespace.
+The task's Dockerfile is materialised once into a shared read-only image directory
+(:mod:`legorl_std.sandbox_snapshot`); each trial sees it through an overlayfs whose upper
+layer is a size-capped tmpfs, mounted at ``<root>/<trial>/fs`` (a path ``/x`` inside is
+``fs/x`` on the host). Its mount points, ``/logs`` and ``$HOME`` (``/home/agent``) are bound
+read-write over a read-only view of the host root, so the host's interpreters and the
+project venv are usable inside; the trials root, the run dir, the task (tests, solution),
+its sibling tasks, the enclosing git dir and the users' homes are hidden under empty tmpfs
+(the interpreter and this package are bound back if they live there).
 
-The host root is rebuilt entry by entry (``root_view_args``) rather than ``--ro-bind / /``:
-a read-only ``/`` leaves bwrap no place to create mount points such as ``/app``.
+Every ``exec`` is a fresh ``bwrap``: private mount/PID/IPC/UTS namespaces, a network
+namespace with loopback only, a private ``/tmp``. As root, the command runs as the trial's
+own user id (group ``uid_base``), without capabilities, under ``prlimit`` resource limits;
+the whole process tree dies with the PID namespace when the command ends or times out.
+The agent reaches the proxy through :mod:`legorl_std.netforward`: agent-phase commands join
+the trial's own loopback-only network namespace, where our process listens on
+``127.0.0.1:<proxy port>`` and relays to the proxy (without root: the host network).
 
-Not yet (the isolation issue adds them in ``_bwrap_argv``/``start``): a network namespace
-(the network is the host's, so ``endpoint_url`` returns the host URL unchanged), overlayfs
-snapshots, rlimits, anti-cheat hooks.
+Phases: :meth:`LocalSandbox.begin_verify` ends the agent phase: it kills what runs,
+records the agent's diff from the upper layer, recreates ``/logs/verifier`` and removes
+``/tests``; from then on commands get the network the task declares (task.toml
+``[environment] network_mode = "public"``, else none) and no proxy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import itertools
 import json
 import os
 import posixpath
 import re
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import legorl_std.netforward as netforward
 from lego_rl import hookimpl
 from lego_rl.kinds import ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
-from legorl_std.dockerfile import Image, materialise
+from legorl_std.dockerfile import Image
+from legorl_std.sandbox_limits import Limits
+from legorl_std.sandbox_snapshot import (
+    Change,
+    CopySnapshot,
+    ImageCache,
+    Overlay,
+    Snapshot,
+    unified_diff,
+)
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOME = "/home/agent"
 LOGS = "/logs"
 LOG_DIRS = ("agent", "verifier", "artifacts")
+TESTS = "/tests"
 OUTPUT_CAP = 1 << 20
 """Bytes of stdout and of stderr kept per exec (the tail)."""
 TIMEOUT_EXIT = 124
@@ -56,6 +77,9 @@ BWRAP_MISSING = Problem(
     "the local sandbox needs bubblewrap (bwrap)", "install it: apt-get install bubblewrap"
 )
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_UIDS_PER_BASE = 10000
+UID_LOCKS = Path(tempfile.gettempdir()) / "legorl-uids"
+"""One flock'ed file per trial uid in use, shared by every process on the machine."""
 
 
 class SandboxError(RuntimeError):
@@ -69,8 +93,34 @@ class LocalSandboxOptions(BaseModel):
         default=None,
         description="Directory of per-trial dirs (default: <run dir>/trials, or a temp dir).",
     )
-    keep: bool = Field(default=True, description="Keep each trial dir after stop (for audit).")
+    keep: bool = Field(default=True, description="Keep each trial dir (diff, logs) after stop, for audit.")
     bwrap: str = Field(default="bwrap", description="The bubblewrap executable.")
+    snapshot: Literal["auto", "overlay", "copy"] = Field(
+        default="auto",
+        description="Trial files: overlayfs over a shared image (needs root), a full copy, or auto.",
+    )
+    storage_mb: int | None = Field(
+        default=None,
+        gt=0,
+        description="Size of a trial's writable layer (default: the task's [environment] "
+        "storage_mb, else 2048).",
+    )
+    uid_base: int | None = Field(
+        default=61000,
+        ge=1000,
+        description="As root, trials run as their own uid above this one (group uid_base); "
+        "null runs them as the caller.",
+    )
+    agent_network: bool = Field(
+        default=False,
+        description="Give the agent phase the host's network (default: loopback only, the proxy relayed).",
+    )
+    limits: Limits = Field(default_factory=Limits, description="Resource limits of every command.")
+    expose: list[str] = Field(
+        default_factory=list,
+        description="Host paths bound read-only even where a hidden path covers them (e.g. a "
+        "harness's runtime under the home dir).",
+    )
 
 
 class LocalSandboxBackend:
@@ -83,6 +133,9 @@ class LocalSandboxBackend:
         if self._root is None and self._run_dir is not None:
             self._root = self._run_dir / "trials"
         self._lock = threading.Lock()
+        self._images: ImageCache | None = None
+        self._uids = itertools.count()
+        self._as_root = os.geteuid() == 0
 
     @property
     def root(self) -> Path:
@@ -91,12 +144,24 @@ class LocalSandboxBackend:
                 self._root = Path(tempfile.mkdtemp(prefix="legorl-trials-"))
             return self._root
 
+    @property
+    def images(self) -> ImageCache:
+        root = self.root
+        with self._lock:
+            if self._images is None:
+                self._images = ImageCache(root, self._group)
+            return self._images
+
+    @property
+    def _group(self) -> int | None:
+        return self.options.uid_base if self._as_root and self.options.uid_base else None
+
     def preflight(self) -> list[Problem]:
         path = shutil.which(self.options.bwrap)
         if path is None:
             return [BWRAP_MISSING]
         probe = subprocess.run(
-            [path, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+            [path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent", "true"],
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
         if probe.returncode != 0:
@@ -107,55 +172,161 @@ class LocalSandboxBackend:
                     "(sysctl kernel.unprivileged_userns_clone=1)",
                 )
             ]
-        return []
+        problems = []
+        if self._group is not None and not (shutil.which("setpriv") and shutil.which("prlimit")):
+            problems.append(Problem("the local sandbox needs setpriv and prlimit", "apt-get install util-linux"))
+        if not self._as_root:
+            problems.append(
+                Problem(
+                    "not root: trials are full copies (no overlayfs), run as the caller (no "
+                    "per-trial user, so the process limit is shared)",
+                    "run as root for copy-on-write snapshots and per-trial users",
+                    fatal=False,
+                )
+            )
+        return problems
 
     def start(self, task: Task, trial_id: str) -> LocalSandbox:
         if not _TRIAL_ID.match(trial_id):
             raise SandboxError(f"trial id {trial_id!r} must be a plain file name ([A-Za-z0-9._-])")
         dockerfile = task.path / "environment" / "Dockerfile"
+        environment = task.config.get("environment", {})
         if not dockerfile.is_file():
+            image = environment.get("docker_image") if isinstance(environment, dict) else None
+            need = f"the prebuilt image {image!r}" if image else f"{dockerfile}, which is missing"
             raise SandboxError(
-                f"task {task.name}: {dockerfile} is missing (the local sandbox builds from it)"
+                f"task {task.name} needs {need}; the local sandbox only materialises a "
+                "Dockerfile's files (run it with the `harbor` sandbox for container images)"
             )
         bwrap = shutil.which(self.options.bwrap)
         if bwrap is None:
             raise SandboxError(str(BWRAP_MISSING))
+        image, lower = self.images.get(dockerfile, {"PATH": DEFAULT_PATH})
         trial_dir = self.root / trial_id
         try:
             trial_dir.mkdir(parents=True)
         except FileExistsError:
             raise SandboxError(f"trial dir {trial_dir} exists already; trial ids must be unique") from None
+        held = self._next_user()
+        user = held[:2] if held else None
+        snapshot = self._snapshot(lower, trial_dir, user, task)
         try:
-            image = materialise(dockerfile, trial_dir / "fs", {"PATH": DEFAULT_PATH})
+            snapshot.mount()
+            sandbox = LocalSandbox(
+                bwrap, trial_dir, image, snapshot, lower, self._hidden(task), task,
+                options=self.options, user=user, uid_lock=held[2] if held else None,
+            )  # fmt: skip
         except BaseException:
+            if held:
+                os.close(held[2])
+            with contextlib.suppress(OSError):
+                snapshot.unmount()
             shutil.rmtree(trial_dir, ignore_errors=True)
             raise
-        hidden = [self.root, task.path] + ([self._run_dir] if self._run_dir else [])
-        sandbox = LocalSandbox(bwrap, trial_dir, image, hidden, keep=self.options.keep)
         (trial_dir / "sandbox.json").write_text(json.dumps(sandbox.describe(task), indent=2) + "\n")
         return sandbox
+
+    def _next_user(self) -> tuple[int, int, int] | None:
+        """(uid, gid, lock fd): a uid no other trial on this machine holds, with no process."""
+        group = self._group
+        if group is None:
+            return None
+        UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+        first = (os.getpid() * 7919 + next(self._uids)) % _UIDS_PER_BASE
+        for step in range(_UIDS_PER_BASE):
+            uid = group + 1 + (first + step) % _UIDS_PER_BASE
+            fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            if not _pids_of_uid(uid):
+                return uid, group, fd
+            os.close(fd)
+        raise SandboxError(f"no free trial uid in {group + 1}..{group + _UIDS_PER_BASE} (see {UID_LOCKS})")
+
+    def _snapshot(self, lower: Path, trial_dir: Path, user: tuple[int, int] | None, task: Task) -> Snapshot:
+        mode = self.options.snapshot
+        if mode == "auto":
+            mode = "overlay" if self._as_root else "copy"
+        if mode == "copy":
+            return CopySnapshot(lower, trial_dir, user)
+        if not self._as_root:
+            raise SandboxError("sandbox.options.snapshot=overlay needs root (mounts); use auto or copy")
+        environment = task.config.get("environment", {})
+        storage = self.options.storage_mb or (
+            environment.get("storage_mb") if isinstance(environment, dict) else None
+        )
+        return Overlay(lower, trial_dir, int(storage or 2048), user)
+
+    def _hidden(self, task: Task) -> list[Path]:
+        """Host paths the trial must not see (exposed interpreter paths are bound back)."""
+        hidden = [self.root, task.path, Path.home(), Path("/root"), Path("/home")]
+        family = task.path.parent
+        if any((p / "task.toml").is_file() for p in family.iterdir() if p != task.path):
+            hidden.append(family)  # sibling tasks carry their own tests and solutions
+        for parent in task.path.parents:
+            if (parent / ".git").exists():
+                hidden.append(parent / ".git")  # the project's history holds the solutions too
+                break
+        if self._run_dir:
+            hidden.append(self._run_dir)
+        return [p for p in hidden if p != Path("/")]
 
 
 class LocalSandbox:
     """One started trial. Paths inside that persist between execs live under ``fs``."""
 
-    def __init__(self, bwrap: str, trial_dir: Path, image: Image, hidden: list[Path], *, keep: bool):
+    def __init__(
+        self,
+        bwrap: str,
+        trial_dir: Path,
+        image: Image,
+        snapshot: Snapshot,
+        lower: Path,
+        hidden: list[Path],
+        task: Task,
+        *,
+        options: LocalSandboxOptions,
+        user: tuple[int, int] | None,
+        uid_lock: int | None = None,
+    ):
         self.workdir = image.workdir
         self.trial_dir = trial_dir
-        self.fs = trial_dir / "fs"
+        self.fs = snapshot.merged
         self.image = image
+        self.user = user
+        self.phase: Literal["agent", "verify"] = "agent"
+        self._snapshot, self._lower = snapshot, lower
         self._bwrap = bwrap
-        self._keep = keep
+        self._options = options
         self._hidden = _outermost([Path(os.path.realpath(p)) for p in hidden])
+        self._exposed = _exposed_paths(options.expose)
         self._env = {"PATH": DEFAULT_PATH, "HOME": HOME, "LANG": "C.UTF-8", **image.env}
+        if user:
+            self._env |= {"USER": "agent", "LOGNAME": "agent"}
+        self._verify_network = _declared_network(task) == "public"
         self._mounts: list[str] = []
         self._live: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
+        self._relay: netforward.NetnsRelay | None = None
+        self._relay_port = 0
+        self._agent_host_network = False
+        self._stopped = False
         for point in [*image.mount_points, LOGS, HOME]:
             self._add_mount(point)
-        for name in LOG_DIRS:
-            self.host_path(f"{LOGS}/{name}").mkdir(parents=True, exist_ok=True)
-        self.host_path(HOME).mkdir(parents=True, exist_ok=True)
+        for path in [*(f"{LOGS}/{n}" for n in LOG_DIRS), HOME]:
+            self._fresh_dir(path)
+        if user:  # the image's own dirs (and a repo's .git) belong to the trial user: git trusts them
+            for point in image.mount_points:
+                for path in (self.host_path(point), self.host_path(point) / ".git"):
+                    if path.is_dir() and not path.is_symlink():
+                        os.chown(path, *user)
+        if user:
+            _write_identity(trial_dir, user)
+        # A sandbox dropped without stop() must not leave mounts behind on the host.
+        self._finalizer = weakref.finalize(self, _release, snapshot, uid_lock)
 
     # ------------------------------------------------------------------ Sandbox protocol
 
@@ -167,8 +338,14 @@ class LocalSandbox:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
     ) -> ExecResult:
+        if self._stopped:
+            raise SandboxError(f"trial {self.trial_dir.name} was stopped; no more commands")
         inside_cwd = self._inside(cwd or self.workdir)
-        argv = [self._bwrap, *self._bwrap_argv(inside_cwd), "--", "bash", "-c", command]
+        relay = self._relay if self.phase == "agent" and not self._network() else None
+        argv = [self._bwrap, *self._bwrap_argv(inside_cwd, relay is not None)]
+        argv += ["--", "bash", "-c", self._launcher(), "legorl", command]
+        if relay is not None:  # join the trial's namespace, where the proxy is relayed
+            argv = ["nsenter", f"--net=/proc/self/fd/{relay.ns_fd}", *argv]
         clean_env = {**self._env, **(env or {})}  # via the process env, so values never show in ps
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
@@ -179,6 +356,7 @@ class LocalSandbox:
                 stderr=err,
                 env=clean_env,
                 start_new_session=True,
+                pass_fds=(relay.ns_fd,) if relay is not None else (),
             )
             with self._lock:
                 self._live.add(proc)
@@ -201,7 +379,10 @@ class LocalSandbox:
         return ExecResult(code, stdout, stderr, timed_out, seconds)
 
     def upload(self, src: Path, dst: str) -> None:
-        """Copy a host file/dir so it appears at ``dst`` inside (from the next exec on)."""
+        """Copy a host file/dir so it appears at ``dst`` inside (from the next exec on).
+
+        Agent-phase uploads belong to the trial user; verify-phase ones (the tests) to root,
+        so code under test cannot change them."""
         src = Path(src)
         if not src.exists():
             raise FileNotFoundError(f"upload source {src} does not exist")
@@ -212,11 +393,14 @@ class LocalSandbox:
         target = self.host_path(inside)
         if src.is_dir():
             shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
-            return
-        if target.is_dir():
+        elif target.is_dir():
             raise IsADirectoryError(f"upload of file {src} to {inside}: a directory exists there")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+        if self.user and self.phase == "agent":  # the agent's own; verify-phase files stay root's
+            for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
+                os.lchown(path, *self.user)
 
     def download(self, src: str, dst: Path) -> None:
         """Copy ``src`` (inside) to the host path ``dst`` (a file's new path or a dir's)."""
@@ -239,17 +423,92 @@ class LocalSandbox:
             shutil.copy2(source, dst)
 
     def endpoint_url(self, host_url: str) -> str:
-        """Unchanged: the sandbox shares the host network (no net namespace yet)."""
-        return host_url
+        """``host_url`` as the agent phase reaches it: 127.0.0.1 on the same port of the
+        trial's network namespace, relayed to the host server (only that one)."""
+        if os.geteuid() != 0:  # no namespaces of our own: the agent keeps the host network
+            self._agent_host_network = True
+        if self._options.agent_network or self._agent_host_network:
+            return host_url
+        url = urllib.parse.urlsplit(host_url)
+        if url.scheme != "http" or url.hostname is None or url.port is None:
+            raise SandboxError(f"the local sandbox relays http://HOST:PORT/... URLs only, got {host_url!r}")
+        with self._lock:
+            if self._relay is None:
+                self._relay = netforward.NetnsRelay(url.port, url.hostname, url.port)
+                self._relay_port = url.port
+            elif self._relay_port != url.port:
+                raise SandboxError(f"trial {self.trial_dir.name} already relays port {self._relay_port}")
+        return urllib.parse.urlunsplit(url._replace(netloc=f"127.0.0.1:{url.port}"))
 
     def stop(self) -> None:
-        """Kill whatever still runs; drop the trial dir unless ``keep`` (the default)."""
+        """Kill whatever still runs, unmount; drop the trial dir unless ``keep`` (the default),
+        which keeps ``sandbox.json``, ``agent.diff`` and a copy of ``/logs``."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.kill_all()
+        if self._relay is not None:
+            self._relay.close()
+        try:
+            if self._options.keep and self.fs.is_dir():
+                with contextlib.suppress(OSError, shutil.Error):
+                    shutil.copytree(self.fs / LOGS.lstrip("/"), self.trial_dir / "logs", symlinks=True)
+        finally:
+            self._finalizer()  # unmount, free the uid
+            if not self._options.keep:
+                shutil.rmtree(self.trial_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ phases and audit
+
+    def kill_all(self) -> int:
+        """Kill every command still running (and all it started); how many there were."""
         with self._lock:
             live = list(self._live)
         for proc in live:
             _kill_group(proc)
-        if not self._keep:
-            shutil.rmtree(self.trial_dir, ignore_errors=True)
+        return len(live)
+
+    def writable_roots(self) -> list[str]:
+        """The in-sandbox paths that persist and that the agent can write."""
+        return list(self._mounts)
+
+    def processes(self, settle: float = 2.0) -> list[int]:
+        """Host pids of processes still running as this trial's user once those of ended
+        commands had ``settle`` seconds to go (a PID namespace dies asynchronously)."""
+        if not self.user:
+            return []
+        deadline = time.monotonic() + settle
+        while (pids := _pids_of_uid(self.user[0])) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return pids
+
+    def changes(self) -> list[Change]:
+        """What the trial changed relative to its image (from the overlay's upper layer)."""
+        return self._snapshot.changes()
+
+    def diff(self, changes: list[Change] | None = None) -> str:
+        """Unified diff of the changes to the image's own files (the workdir and COPY targets)."""
+        found = self.changes() if changes is None else changes
+        return unified_diff(self._snapshot, self._lower, found, self.image.mount_points)
+
+    def begin_verify(self) -> dict[str, Any]:
+        """End the agent phase (see the module doc); returns what the verifier should record."""
+        killed = self.kill_all()
+        changes = self.changes()
+        diff = self.diff(changes)
+        (self.trial_dir / "agent.diff").write_text(diff)
+        self.phase = "verify"
+        self._fresh_dir(f"{LOGS}/verifier")
+        with contextlib.suppress(FileNotFoundError):
+            _remove(self.host_path(TESTS))
+        with self._lock:
+            self._mounts = [m for m in self._mounts if not _under(m, TESTS)]
+        own = [c for c in changes if any(_under(c.path, m) for m in self.image.mount_points)]
+        return {
+            "agent_diff": str(self.trial_dir / "agent.diff"),
+            "agent_changes": [f"{c.kind[0].upper()} {c.path}" for c in own[:200]],
+            "agent_commands_killed": killed,
+        }
 
     # ------------------------------------------------------------------ paths and mounts
 
@@ -269,6 +528,11 @@ class LocalSandbox:
             "workdir": self.workdir,
             "env": self.image.env,
             "mounts": self._mounts,
+            "snapshot": type(self._snapshot).__name__,
+            "user": list(self.user) if self.user else None,
+            "hidden": [str(p) for p in self._hidden],
+            "limits": self._options.limits.model_dump(),
+            "verify_network": self._verify_network,
         }
 
     def _inside(self, path: str) -> str:
@@ -276,20 +540,65 @@ class LocalSandbox:
         return "/" + joined.lstrip("/")
 
     def _covered(self, inside: str) -> bool:
-        return any(inside == m or inside.startswith(m + "/") for m in self._mounts)
+        return any(_under(inside, m) for m in self._mounts)
 
     def _add_mount(self, inside: str) -> None:
         with self._lock:
             if not self._covered(inside):
                 self._mounts.append(inside)
 
-    def _bwrap_argv(self, cwd: str) -> list[str]:
-        argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in self._hidden:
-            if path.exists() and not _under_own_mount(str(path)):
-                argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+    def _fresh_dir(self, inside: str) -> None:
+        """Replace ``inside`` by an empty dir owned by the trial's user."""
+        path = self.host_path(inside)
+        if os.path.lexists(path):
+            _remove(path)
+        path.mkdir(parents=True)
+        if self.user:
+            os.chown(path, *self.user)
+
+    def _network(self) -> bool:
+        if self.phase == "verify":
+            return self._verify_network
+        return self._options.agent_network or self._agent_host_network
+
+    def _launcher(self) -> str:
+        """The bash script bwrap runs: drop to the trial user, apply the limits, run ``$1``."""
+        wrapper: list[str] = []
+        if self.user:
+            uid, gid = self.user
+            wrapper += [
+                "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
+            ]  # fmt: skip
+        limits = self._options.limits.prlimit_args()
+        if limits:
+            wrapper += ["prlimit", *limits, "--"]
+        return f'exec {shlex.join([*wrapper, "bash", "-c"])} "$1"'
+
+    def _bwrap_argv(self, cwd: str, relayed: bool) -> list[str]:
+        argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        hidden = [p for p in self._hidden if p.exists() and not _under_own_mount(str(p))]
+        for path in hidden:
+            argv += ["--perms", "0755", "--tmpfs", str(path)]
+            for exposed in self._exposed:
+                if exposed.is_relative_to(path) and exposed != path:
+                    for parent in reversed(exposed.relative_to(path).parents[:-1]):
+                        argv += ["--perms", "0755", "--dir", str(path / parent)]
+                    argv += ["--ro-bind", str(exposed), str(exposed)]
+        made: set[str] = set()
         for point in sorted(self._mounts, key=lambda m: m.count("/")):
+            for parent in reversed(Path(point).parents[:-1]):  # bwrap would make them 0700
+                if str(parent) not in made and not os.path.exists(parent):
+                    made.add(str(parent))
+                    argv += ["--perms", "0755", "--dir", str(parent)]
             argv += ["--bind", str(self.fs / point.lstrip("/")), point]
+        if self.user:
+            for name in ("passwd", "group"):
+                argv += ["--ro-bind", str(self.trial_dir / name), f"/etc/{name}"]
+        for path in hidden:
+            argv += ["--remount-ro", str(path)]
+        if not self._network() and not relayed:
+            argv.append("--unshare-net")
         return [
             *argv,
             "--remount-ro", "/",
@@ -297,6 +606,61 @@ class LocalSandbox:
             "--die-with-parent", "--new-session",
             "--chdir", cwd,
         ]  # fmt: skip
+
+
+def _release(snapshot: Snapshot, uid_lock: int | None) -> None:
+    try:
+        snapshot.unmount()
+    finally:
+        if uid_lock is not None:
+            os.close(uid_lock)  # the uid is free again
+
+
+def _declared_network(task: Task) -> str:
+    environment = task.config.get("environment", {})
+    mode = environment.get("network_mode") if isinstance(environment, dict) else None
+    return str(mode or "no-network")
+
+
+def _exposed_paths(extra: list[str]) -> list[Path]:
+    """What every command needs even under a hidden path: the interpreter, this package."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.path.dirname(netforward.__file__)}
+    paths |= set(extra)
+    real = {Path(os.path.realpath(p)) for p in paths} | {Path(os.path.abspath(p)) for p in paths}
+    return sorted(real)
+
+
+def _write_identity(trial_dir: Path, user: tuple[int, int]) -> None:
+    """passwd/group files that name the trial user ``agent`` (bound over /etc inside)."""
+    uid, gid = user
+    for name, line in (("passwd", f"agent:x:{uid}:{gid}:agent:{HOME}:/bin/bash\n"), ("group", f"agent:x:{gid}:\n")):
+        host = Path("/etc") / name
+        text = host.read_text() if host.is_file() else ""
+        (trial_dir / name).write_text(text + ("" if text.endswith("\n") or not text else "\n") + line)
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def root_view_args(targets: list[str]) -> list[str]:

@@ -1,9 +1,14 @@
 """Verifier ``test-script``: Harbor semantics, binary reward.
 
-Uploads the task's ``tests/`` to ``/tests``, runs ``bash /tests/test.sh`` in the workdir
-under the task's ``[verifier] timeout_sec`` with its ``[verifier] env``, then reads
-``/logs/verifier/reward.txt`` (or ``reward.json`` ``{"reward": x}``). The reward must be 0
-or 1; anything else is a verifier error with reward 0.
+Ends the sandbox's agent phase where the sandbox has one (``begin_verify``: agent processes
+killed, the agent's diff recorded, ``/logs/verifier`` fresh, ``/tests`` gone), uploads the
+task's pristine ``tests/`` to ``/tests``, runs ``bash /tests/test.sh`` in the workdir under
+the task's ``[verifier] timeout_sec`` with a clean environment (a fresh ``HOME``, no user
+site-packages, the task's ``[verifier] env``), then reads ``/logs/verifier/reward.txt`` (or
+``reward.json`` ``{"reward": x}``). The reward must be 0 or 1, and a 1 counts only when
+test.sh exited 0; anything else is a verifier error with reward 0. Processes still alive
+when test.sh ends (code under test racing the reward file) are killed and counted in
+``details["survivors"]`` for the ``process-reaper`` policy.
 """
 
 from __future__ import annotations
@@ -26,6 +31,21 @@ TESTS_DIR = "/tests"
 REWARD_DIR = "/logs/verifier"
 TAIL = 4000
 """Characters of stdout/stderr kept in the details."""
+CLEAN_ENV = {"HOME": "/tmp", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+"""Over the sandbox's own clean env: nothing the agent left in its HOME is read."""
+SURVIVORS = "legorl-verifier-survivors:"
+_RUN = f"""rm -f {REWARD_DIR}/reward.txt {REWARD_DIR}/reward.json
+bash {TESTS_DIR}/test.sh
+rc=$?
+left=0
+for p in /proc/[0-9]*; do
+  n=${{p#/proc/}}
+  [ "$n" = 1 ] || [ "$n" = $$ ] || left=$((left + 1))
+done
+[ "$left" = 0 ] || {{ kill -9 -1 2>/dev/null; echo "{SURVIVORS} $left" >&2; }}
+exit $rc
+"""
+"""test.sh, then count and kill what outlived it (in a sandbox with its own PID namespace)."""
 
 
 class ScriptVerifierOptions(BaseModel):
@@ -47,16 +67,18 @@ class ScriptVerifier:
         if not (tests / "test.sh").is_file():
             return _error(f"task {task.name} has no tests/test.sh ({tests})", {})
         timeout = self.timeout_sec or task.verifier_timeout
+        begin = getattr(sandbox, "begin_verify", None)
+        details: dict[str, Any] = dict(begin()) if callable(begin) else {}
         sandbox.upload(tests, TESTS_DIR)
-        # A reward file left by the agent must not count: clear it before the tests run.
-        command = f"rm -f {REWARD_DIR}/reward.txt {REWARD_DIR}/reward.json; bash {TESTS_DIR}/test.sh"
-        result = sandbox.exec(command, timeout=timeout, env=_verifier_env(task), cwd=sandbox.workdir)
-        details: dict[str, Any] = {
+        result = sandbox.exec(_RUN, timeout=timeout, env=_verifier_env(task), cwd=sandbox.workdir)
+        survivors = _survivors(result.stderr)
+        details |= {
             "exit_code": result.exit_code,
             "stdout_tail": result.stdout[-TAIL:],
             "stderr_tail": result.stderr[-TAIL:],
             "seconds": round(result.seconds, 3),
             "timeout_sec": timeout,
+            "survivors": survivors,
         }
         if result.timed_out:
             details["reason"] = f"tests/test.sh ran past its timeout of {timeout:g}s"
@@ -69,6 +91,12 @@ class ScriptVerifier:
         details["reward_source"] = source
         if problem:
             return _error(problem, details)
+        if reward == 1.0 and result.exit_code != 0:
+            return _error(
+                f"{REWARD_DIR}/{source} says 1 but tests/test.sh exited {result.exit_code} "
+                "(killed, or failed after writing the reward)",
+                details,
+            )
         return VerifierResult(reward, details)
 
 
@@ -100,7 +128,15 @@ def read_reward(directory: Path) -> tuple[float, str, str]:
 
 def _verifier_env(task: Task) -> dict[str, str]:
     env = task.config.get("verifier", {}).get("env", {})
-    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    declared = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    return {**CLEAN_ENV, **declared}
+
+
+def _survivors(stderr: str) -> int:
+    for line in reversed(stderr.splitlines()):
+        if line.startswith(SURVIVORS):
+            return int(line.split()[-1])
+    return 0
 
 
 def _error(reason: str, details: dict[str, Any]) -> VerifierResult:

@@ -1,0 +1,49 @@
+"""Anti-cheat ``reward-guard``: the reward comes only from the verifier.
+
+Before the verifier, ``/logs/verifier`` must be an empty real directory: a reward file, a
+symlink or anything else the agent put there is a violation (the sandbox then recreates the
+directory fresh for the verifier anyway, see ``LocalSandbox.begin_verify``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lego_rl.data import TrialResult
+from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.registry import BuildContext
+from legorl_std.anticheat.common import run
+from legorl_std.test_script import REWARD_DIR
+
+_CHECK = f"""d={REWARD_DIR}
+if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then echo "$d";
+elif [ -d "$d" ]; then find "$d" -mindepth 1 -maxdepth 2 -print 2>/dev/null; fi; true"""
+
+
+class RewardGuardOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RewardGuard:
+    name = "reward-guard"
+
+    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+        return []
+
+    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+        found = [line for line in run(sandbox, _CHECK).splitlines() if line]
+        return [Violation(self.name, f"the agent phase wrote {line} (only the verifier writes there)") for line in found]
+
+    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
+        return []
+
+
+def build(options: RewardGuardOptions, ctx: BuildContext) -> RewardGuard:
+    """Nothing the agent writes to /logs/verifier counts; writing there is blocked."""
+    return RewardGuard()
+
+
+def register(register: Any) -> None:
+    register("reward-guard", build, options=RewardGuardOptions)

@@ -1,0 +1,256 @@
+"""Copy-on-write trial file systems for the local sandbox.
+
+A task's Dockerfile is materialised once per backend into a shared, read-only *lower*
+directory (:class:`ImageCache`); each trial gets an overlayfs view of it whose *upper*
+layer lives on a size-capped tmpfs (:class:`Overlay`), so starting a trial costs two
+``mount`` calls whatever the repository's size, a trial cannot fill the host's disk, and
+the agent's changes are exactly what the upper layer holds. Without root (no mounts),
+:class:`CopySnapshot` copies the lower tree instead and finds changes by comparison.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import difflib
+import hashlib
+import os
+import shutil
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from legorl_std.dockerfile import Image, materialise
+
+MNT_DETACH = 2
+DIFF_CAP = 1 << 20
+"""Characters of unified diff kept (the rest is cut with a note)."""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SnapshotError(OSError):
+    """A trial file system could not be mounted or unmounted."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path the trial changed relative to its image (an in-sandbox absolute path)."""
+
+    path: str
+    kind: Literal["added", "modified", "deleted"]
+
+
+class Snapshot(Protocol):
+    merged: Path
+
+    def mount(self) -> None: ...
+
+    def unmount(self) -> None: ...
+
+    def changes(self) -> list[Change]: ...
+
+
+# ---------------------------------------------------------------- lower layers
+
+
+class ImageCache:
+    """Materialised task images under ``root``, built once per task and shared by trials.
+
+    Files are group-owned by ``gid`` and group-writable so that every trial user (each with
+    primary group ``gid``) may change them through its own upper layer.
+    """
+
+    def __init__(self, root: Path, gid: int | None):
+        self.root, self.gid = root, gid
+        self._images: dict[Path, tuple[Image, Path]] = {}
+        self._locks: dict[Path, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, dockerfile: Path, base_env: dict[str, str]) -> tuple[Image, Path]:
+        """(image, lower dir) of a Dockerfile, materialising it on first use."""
+        key = dockerfile.resolve()
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._images:
+                digest = hashlib.sha256(str(key).encode()).hexdigest()[:12]
+                home = self.root / ".images" / f"{key.parent.parent.name}-{digest}"
+                shutil.rmtree(home, ignore_errors=True)  # a previous process's copy may be stale
+                lower = home / "fs"
+                lower.mkdir(parents=True)
+                try:
+                    image = materialise(key, lower, base_env)
+                except BaseException:
+                    shutil.rmtree(home, ignore_errors=True)
+                    raise
+                if self.gid is not None:
+                    share_with_group(lower, self.gid)
+                self._images[key] = (image, lower)
+            return self._images[key]
+
+
+def share_with_group(root: Path, gid: int) -> None:
+    """chgrp -R gid + g+w, symlinks untouched."""
+    for directory, dirs, files in os.walk(root):
+        for name in [".", *dirs, *files]:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            os.chown(path, info.st_uid, gid)
+            os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_IWGRP | stat.S_IRGRP)
+
+
+# ---------------------------------------------------------------- per-trial views
+
+
+class Overlay:
+    """overlayfs of ``lower`` at ``trial/fs``; upper and work dirs on a tmpfs of ``size_mb``."""
+
+    def __init__(self, lower: Path, trial_dir: Path, size_mb: int | None, owner: tuple[int, int] | None):
+        self.lower, self.merged, self.rw = lower, trial_dir / "fs", trial_dir / "rw"
+        self.size_mb, self.owner = size_mb, owner
+        self._mounted: list[Path] = []
+
+    @property
+    def upper(self) -> Path:
+        return self.rw / "upper"
+
+    def mount(self) -> None:
+        for path in (self.lower, self.merged):
+            if any(c in str(path) for c in ",:\\"):
+                raise SnapshotError(f"overlayfs cannot use a path with ',', ':' or '\\': {path}")
+        self.rw.mkdir()
+        self.merged.mkdir()
+        size = f",size={self.size_mb}m" if self.size_mb else ""
+        _mount("tmpfs", self.rw, "tmpfs", f"mode=0755{size}")
+        self._mounted.append(self.rw)
+        (self.rw / "work").mkdir()
+        self.upper.mkdir()
+        if self.owner:
+            os.chown(self.upper, *self.owner)
+        options = f"lowerdir={self.lower},upperdir={self.upper},workdir={self.rw / 'work'}"
+        _mount("overlay", self.merged, "overlay", options)
+        self._mounted.append(self.merged)
+
+    def unmount(self) -> None:
+        while self._mounted:
+            path = self._mounted.pop()
+            if _libc.umount2(str(path).encode(), MNT_DETACH) != 0:
+                errno = ctypes.get_errno()
+                raise SnapshotError(errno, f"umount {path}: {os.strerror(errno)}")
+
+    def changes(self) -> list[Change]:
+        found: list[Change] = []
+        for directory, dirs, files in os.walk(self.upper):
+            rel_dir = os.path.relpath(directory, self.upper)
+            for name in sorted(dirs + files):
+                rel = os.path.normpath(os.path.join(rel_dir, name))
+                info = os.lstat(os.path.join(directory, name))
+                inside = "/" + rel
+                if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+                    found.append(Change(inside, "deleted"))
+                elif not stat.S_ISDIR(info.st_mode):
+                    lower = self.lower / rel
+                    if not os.path.lexists(lower):
+                        found.append(Change(inside, "added"))
+                    elif not _same(lower, self.merged / rel):
+                        found.append(Change(inside, "modified"))
+            dirs[:] = [d for d in dirs if not stat.S_ISCHR(os.lstat(os.path.join(directory, d)).st_mode)]
+        return found
+
+
+class CopySnapshot:
+    """A full copy of ``lower`` at ``trial/fs`` (no mounts needed; cost grows with size)."""
+
+    def __init__(self, lower: Path, trial_dir: Path, owner: tuple[int, int] | None = None):
+        self.lower, self.merged, self.owner = lower, trial_dir / "fs", owner
+
+    def mount(self) -> None:
+        shutil.copytree(self.lower, self.merged, symlinks=True)
+        if self.owner:
+            share_with_group(self.merged, self.owner[1])
+            os.chown(self.merged, *self.owner)
+
+    def unmount(self) -> None:
+        pass
+
+    def changes(self) -> list[Change]:
+        found: list[Change] = []
+        for base, other, kind in ((self.merged, self.lower, "added"), (self.lower, self.merged, "deleted")):
+            for directory, _dirs, files in os.walk(base):
+                for name in files:
+                    rel = os.path.relpath(os.path.join(directory, name), base)
+                    if not os.path.lexists(other / rel):
+                        found.append(Change("/" + rel, kind))  # type: ignore[arg-type]
+                    elif kind == "added" and not _same(self.lower / rel, self.merged / rel):
+                        found.append(Change("/" + rel, "modified"))
+        return sorted(found, key=lambda c: c.path)
+
+
+def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixes: list[str]) -> str:
+    """A unified diff (a/ = image, b/ = trial) of the changed files under ``prefixes``."""
+    parts: list[str] = []
+    size = 0
+    for change in changes:
+        if not any(change.path == p or change.path.startswith(p.rstrip("/") + "/") for p in prefixes):
+            continue
+        rel = change.path.lstrip("/")
+        old = _text(lower / rel) if change.kind != "added" else ""
+        new = _text(snapshot.merged / rel) if change.kind != "deleted" else ""
+        if old is None or new is None:
+            part = f"Binary file {change.path} {change.kind}\n"
+        else:
+            part = "".join(
+                difflib.unified_diff(
+                    old.splitlines(keepends=True),
+                    new.splitlines(keepends=True),
+                    "/dev/null" if change.kind == "added" else f"a{change.path}",
+                    "/dev/null" if change.kind == "deleted" else f"b{change.path}",
+                )
+            )
+        parts.append(part if part.endswith("\n") or not part else part + "\n\\ No newline at end of file\n")
+        size += len(part)
+        if size > DIFF_CAP:
+            parts.append(f"[... diff cut at {DIFF_CAP} characters ...]\n")
+            break
+    return "".join(parts)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except FileNotFoundError:
+        return False
+    if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode) or sa.st_size != sb.st_size:
+        return False
+    if stat.S_ISLNK(sa.st_mode):
+        return os.readlink(a) == os.readlink(b)
+    if not stat.S_ISREG(sa.st_mode):
+        return True
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while chunk := fa.read(1 << 16):
+            if chunk != fb.read(1 << 16):
+                return False
+    return True
+
+
+def _text(path: Path) -> str | None:
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return ""
+
+
+def _mount(source: str, target: Path, fstype: str, options: str) -> None:
+    if _libc.mount(source.encode(), str(target).encode(), fstype.encode(), 0, options.encode()) != 0:
+        errno = ctypes.get_errno()
+        raise SnapshotError(errno, f"mount -t {fstype} {target}: {os.strerror(errno)}")

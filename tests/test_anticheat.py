@@ -1,0 +1,144 @@
+"""The anti-cheat policies on real local sandboxes: each blocks or repairs what it should,
+and lets an honest trial through."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import legorl_std.anticheat as anticheat
+import pytest
+from legorl_std.anticheat.common import PolicyError
+from legorl_std.anticheat.git_history import GitHistory
+from legorl_std.anticheat.no_network import NoNetwork
+from legorl_std.anticheat.process_reaper import ProcessReaper
+from legorl_std.anticheat.reward_guard import RewardGuard
+from legorl_std.anticheat.test_guard import TestGuard
+from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+
+from lego_rl.data import TrialResult
+from lego_rl.kinds import AntiCheat, Task
+from lego_rl.registry import BuildContext, Registry
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (overlay, per-trial users)"),
+]
+
+
+def make_task(root: Path, with_git: bool = False) -> Task:
+    task = root / "task"
+    app = task / "environment" / "app"
+    app.mkdir(parents=True)
+    (app / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    if with_git:
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q", "-b", "main"], cwd=app, check=True)
+        subprocess.run([*git, "add", "."], cwd=app, check=True)
+        subprocess.run([*git, "commit", "-qm", "start"], cwd=app, check=True)
+        (app / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+        subprocess.run([*git, "commit", "-qam", "future fix"], cwd=app, check=True)
+        subprocess.run([*git, "reset", "-q", "--hard", "HEAD~1"], cwd=app, check=True)
+        subprocess.run(["git", "clone", "-q", "--bare", str(app), str(task / "environment" / "copy.git")], check=True)
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nWORKDIR /app\nCOPY app/ /app/\n"
+        + ("COPY copy.git/ /opt/backup/copy.git/\n" if with_git else "")
+    )
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    return Task(name="task", path=task, instruction="x")
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalSandboxBackend:
+    return LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))
+
+
+@pytest.fixture
+def box(backend, tmp_path):
+    sandbox = backend.start(make_task(tmp_path), "trial")
+    yield sandbox
+    sandbox.stop()
+
+
+def test_registered_with_forbidding_options():
+    registry = Registry()
+    registry.add_module(anticheat, name="anticheat-under-test")
+    names = registry.names("anticheat")
+    assert set(names) == {"no-network", "git-history", "test-guard", "reward-guard", "process-reaper"}
+    for name in names:
+        policy = registry.build("anticheat", name, {})
+        assert isinstance(policy, AntiCheat) and policy.name == name
+    with pytest.raises(Exception, match="extra"):
+        registry.build("anticheat", "test-guard", {"alow": []})
+
+
+def test_honest_trial_passes_every_policy(box, tmp_path):
+    task = make_task(tmp_path / "again")
+    policies = [NoNetwork(), GitHistory(), TestGuard(), RewardGuard(), ProcessReaper()]
+    assert [v for p in policies for v in p.before_agent(box, task)] == []
+    box.exec("sed -i 's/a - b/a + b/' calc.py && python3 -c 'import calc' && ls __pycache__", timeout=30)
+    assert [v for p in policies for v in p.before_verify(box, task)] == []
+    assert box.exec("ls __pycache__", timeout=30).stdout == "", "the agent's byte code is deleted"
+    result = TrialResult(trial_id="t", task="task", reward=1.0)
+    assert [v for p in policies for v in p.after(box, task, result)] == []
+
+
+def test_no_network_refuses_a_sandbox_with_a_network(tmp_path):
+    options = LocalSandboxOptions(agent_network=True)
+    backend = LocalSandboxBackend(options, BuildContext(run_dir=tmp_path / "run"))
+    box = backend.start(make_task(tmp_path), "net")
+    try:
+        with pytest.raises(PolicyError, match="loopback only"):
+            NoNetwork().before_agent(box, make_task(tmp_path / "t2"))
+    finally:
+        box.stop()
+
+
+def test_git_history_leaves_one_commit_and_no_copies(backend, tmp_path):
+    task = make_task(tmp_path, with_git=True)
+    box = backend.start(task, "git")
+    try:
+        assert box.exec("git reflog | wc -l; ls /opt/backup/copy.git | wc -l", timeout=30).stdout.split() != ["0", "0"]
+        assert GitHistory().before_agent(box, task) == []
+        out = box.exec(
+            "git log --all --oneline | wc -l; git reflog | wc -l; git branch --show-current; "
+            "git status --porcelain | wc -l; ls -A /opt/backup/copy.git | wc -l",
+            timeout=30,
+        )
+        assert out.stdout.split() == ["1", "0", "main", "0", "0"], out
+    finally:
+        box.stop()
+
+
+def test_test_guard_blocks_planted_hooks(box, tmp_path):
+    task = make_task(tmp_path / "again")
+    guard = TestGuard()
+    guard.before_agent(box, task)
+    box.exec("echo 'x = 1' > conftest.py; mkdir -p $HOME/.local/lib/site && echo 'import os' > $HOME/.local/lib/site/a.pth",
+             timeout=30)  # fmt: skip
+    messages = sorted(v.message for v in guard.before_verify(box, task))
+    assert messages == ["planted /app/conftest.py", "planted /home/agent/.local/lib/site/a.pth"]
+
+
+def test_test_guard_refuses_a_sandbox_that_shows_the_tests(box, tmp_path):
+    task = make_task(tmp_path / "again")
+    box.upload(task.path / "tests", "/tests")
+    with pytest.raises(PolicyError, match="can see"):
+        TestGuard().before_agent(box, task)
+
+
+def test_reward_guard_flags_what_the_agent_wrote(box, tmp_path):
+    box.exec("echo 1 > /logs/verifier/reward.txt", timeout=30)
+    [violation] = RewardGuard().before_verify(box, make_task(tmp_path / "again"))
+    assert violation.policy == "reward-guard" and "/logs/verifier/reward.txt" in violation.message
+
+
+def test_process_reaper_flags_survivors_of_the_verifier(box, tmp_path):
+    task = make_task(tmp_path / "again")
+    assert ProcessReaper().before_verify(box, task) == []
+    result = TrialResult(trial_id="t", task="task", reward=1.0, verifier={"survivors": 2})
+    [violation] = ProcessReaper().after(box, task, result)
+    assert "outlived tests/test.sh" in violation.message
