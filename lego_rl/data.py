@@ -160,4 +160,11 @@ class TrialResult(BaseModel):
     harness: dict[str, Any] = Field(default_factory=dict)
     timings: list[PhaseTiming] = Field(default_factory=list)
     trajectory: Trajectory | None = None
+    """The main agent's token-exact training material."""
+    subagents: list[Trajectory] = Field(default_factory=list)
+    """Sub-agent sessions of the same trial (flagged, trained or dropped per spec)."""
+    fidelity: list[dict[str, float]] = Field(default_factory=list)
+    """Per trajectory (main first): segments, calls, trained tokens, sampled share, rewrites..."""
+    call_versions: list[tuple[int, int]] = Field(default_factory=list)
+    """(policy version, sampled tokens) of every generated call, in order."""
     calls: int = 0

@@ -198,3 +198,123 @@ def test_task_cycle_state_round_trips_through_json() -> None:
     again = TaskCycle(tasks, seed=99)
     again.restore(saved)
     assert [t.name for t in again.take(6)] == expected
+
+
+# ---------------------------------------------------------------- faults through the real pool
+
+
+class CallingHarness:
+    """Makes one real model call through the proxy and reports what the harness would."""
+
+    dialect = "openai-chat"
+
+    def preflight(self):
+        return []
+
+    def run(self, sandbox, task, endpoint, timeout):
+        import httpx
+
+        reply = httpx.post(
+            f"{endpoint.base_url}/v1/chat/completions",
+            headers={"authorization": f"Bearer {endpoint.api_key}"},
+            json={"model": endpoint.model, "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        if reply.status_code >= 500:
+            return HarnessResult(Termination.HARNESS_CRASH, exit_code=1, reason=reply.text[:200])
+        return HarnessResult(Termination.COMPLETED, exit_code=0)
+
+
+def test_backend_5xx_is_an_api_error_of_the_infrastructure() -> None:
+    run, setup = runner(CallingHarness(), FakeVerifier(VerifierResult(0.0)))
+    setup.proxy.handler.inference.replies = [RuntimeError("CUDA out of memory")]
+    setup.proxy.start()
+    try:
+        result = run.run(TASK, "trial-5xx")
+    finally:
+        setup.proxy.stop()
+    assert result.termination == Termination.API_ERROR
+    assert result.attribution == Attribution.INFRASTRUCTURE
+    assert result.call_versions == []
+
+
+def test_verifier_timeout_is_infrastructure() -> None:
+    verdict = VerifierResult(0.0, {"reason": "tests ran past 600s"}, Termination.VERIFIER_TIMEOUT)
+    run, _ = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(verdict))
+    result = run.run(TASK, "trial-vt")
+    assert result.termination == Termination.VERIFIER_TIMEOUT and "600s" in result.reason
+    assert result.attribution == Attribution.INFRASTRUCTURE
+
+
+class FlakyHarness:
+    """Crashes on a trial's first attempt, completes on a retry; hangs where told to."""
+
+    dialect = "openai-chat"
+
+    def __init__(self, hang: str = ""):
+        self.hang = hang
+
+    def preflight(self):
+        return []
+
+    def run(self, sandbox, task, endpoint, timeout):
+        if self.hang and endpoint.base_url.endswith(self.hang):
+            while not sandbox.stopped:  # stuck until the watchdog stops the sandbox
+                import time
+
+                time.sleep(0.01)
+            return HarnessResult(Termination.HARNESS_CRASH, reason="killed")
+        if "-r" not in endpoint.base_url.rsplit("/", 1)[-1]:
+            raise RuntimeError("harness segfault")
+        return HarnessResult(Termination.COMPLETED)
+
+
+def real_pool(harness, backend=None, verifier=None, **config):
+    from lego_rl.engine.clock import ThreadClock
+    from lego_rl.engine.launch import ThreadLauncher
+    from lego_rl.engine.pool import PoolConfig, RolloutPool
+    from legorl_std.filters import NoFilter
+
+    run, setup = runner(harness, verifier or FakeVerifier(VerifierResult(1.0)), backend)
+    cfg = PoolConfig(**{"tasks_per_step": 1, "group_size": 2, "concurrency": 2, **config})
+    pool = RolloutPool(
+        cfg, TaskCycle([TASK], seed=0), ThreadLauncher(run), ThreadClock(),
+        version=lambda: 0, filter=NoFilter(),
+    )
+    return pool, setup
+
+
+def test_injected_faults_are_retried_without_stopping_the_run() -> None:
+    class FirstStartFails(FakeBackend):
+        def start(self, task, trial_id):
+            if trial_id.endswith("-1"):
+                raise OSError("bwrap: cannot create namespace")
+            return super().start(task, trial_id)
+
+    pool, _ = real_pool(FlakyHarness(), FirstStartFails(), retries=1)
+    (group,) = pool(0)
+    assert sorted(t.trial_id for t in group) == ["g00000-t-0-r1", "g00000-t-1-r1"]
+    assert all(t.termination == Termination.COMPLETED and t.reward == 1.0 for t in group)
+    assert pool.metrics()["retried_trials"] == 2
+    # retries exhausted: the failure stays in the group, attributed to the infrastructure
+    pool, _ = real_pool(FlakyHarness(), FakeBackend(fail=True), retries=0)
+    (group,) = pool(0)
+    assert {(t.termination, t.attribution) for t in group} == {
+        (Termination.SANDBOX_ERROR, Attribution.INFRASTRUCTURE)
+    }
+
+
+def test_watchdog_ends_a_hung_trial_and_stops_its_sandbox() -> None:
+    import time
+
+    pool, setup = real_pool(FlakyHarness(hang="g00000-t-1-r1"), retries=1, trial_timeout=1.0)
+    started = time.monotonic()
+    (group,) = pool(0)
+    assert time.monotonic() - started < 10
+    hung = next(t for t in group if t.trial_id == "g00000-t-1-r1")
+    assert hung.termination == Termination.AGENT_TIMEOUT and "watchdog" in hung.reason
+    assert hung.attribution == Attribution.POLICY
+    deadline = time.monotonic() + 5
+    while not all(s.stopped for s in setup.sandbox.sandboxes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(s.stopped for s in setup.sandbox.sandboxes)

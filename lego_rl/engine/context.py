@@ -35,6 +35,10 @@ class RunContext:
     restore_engine: Callable[[dict[str, Any]], None] = lambda state: None
     """Put the rollout back where a checkpoint left it (resume)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """Engine extras: ``rollout_metrics()`` -> the latest rollout's metrics (trainer wait
+    fraction, slot wait, trials in flight, version lag, inference busy share, informative
+    group share), to merge into the step event; ``resume_from``: the checkpoint directory
+    this run continues from, or None."""
 
     def event(self, kind: str, **data: Any) -> None:
         import time

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +14,19 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lego_rl.data import Sampling, TrialResult
-from lego_rl.engine.context import RunContext
-from lego_rl.engine.scheduler import SyncRollout, TaskCycle
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.data import TrialResult
+from lego_rl.engine.context import Group, RunContext
+from lego_rl.engine.pool import PoolConfig, RolloutPool
+from lego_rl.engine.resume import choose_run_dir, fresh_run_dir
+from lego_rl.engine.rollouts import build_rollouts
+from lego_rl.engine.weights import gated
 from lego_rl.kinds import Event, Observer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext, Registry
+from lego_rl.spec.models import RunSpec
 from lego_rl.spec.resolve import Resolved
+
+__all__ = ["apply", "fresh_run_dir", "pool_config"]
 
 
 class Fanout:
@@ -48,9 +56,10 @@ def apply(
     """Run the spec to the end; return the run directory."""
     console = console or Console()
     spec = resolved.spec
-    run_dir = fresh_run_dir(spec.run.run_dir.resolve())
-    if run_dir != spec.run.run_dir.resolve():
-        console.print(f"{spec.run.run_dir} holds an earlier run; this one goes to {run_dir}")
+    chosen = choose_run_dir(spec)
+    run_dir = chosen.path
+    if chosen.note:
+        console.print(chosen.note)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
     ctx = BuildContext(spec=spec, run_dir=run_dir, spec_dir=spec_path.resolve().parent)
@@ -62,64 +71,54 @@ def apply(
     observers = [build(f"observe.{i}") for i in range(len(spec.observe))]
     emit = Fanout(observers, console)
     started = time.time()
-    emit(Event("run_start", {"spec": spec.model_dump(mode="json"), "run_dir": str(run_dir)}, started))
-    proxy: ProxyServer | None = None
-    try:
-        inference = build("inference")
-        proxy = ProxyServer(
-            inference,
-            {spec.dialect.plugin: build("dialect")},
-            model_name=spec.model.name,
-            max_context=spec.model.max_context,
-            chat_template=spec.model.chat_template,
-            on_call=lambda record: emit(Event("call", {"record": record}, time.time())),
+    resumed = str(chosen.resume_from) if chosen.resume_from else None
+    emit(
+        Event(
+            "run_start",
+            {"spec": spec.model_dump(mode="json"), "run_dir": str(run_dir), "resumed_from": resumed},
+            started,
         )
+    )
+    proxy: ProxyServer | None = None
+    pool: RolloutPool | None = None
+    try:
+        rollouts = build_rollouts(spec, build, emit)
+        proxy = rollouts.proxy
         filter_ = build("filter")
         tasks = filter_.select_tasks(build("tasks").tasks())
-        runner = TrialRunner(
-            TrialSetup(
-                sandbox=build("sandbox"),
-                harness=build("harness"),
-                verifier=build("verifier"),
-                proxy=proxy,
-                dialect=spec.dialect.plugin,
-                model_name=spec.model.name,
-                sampling=Sampling(temperature=spec.run.temperature, max_tokens=spec.run.max_tokens),
-                max_calls=spec.run.max_turns + 2,
-                anticheat=[build(f"anticheat.{i}") for i in range(len(spec.anticheat))],
-                emit=emit,
-            )
-        )
         trainer = build("trainer")
         proxy.start()
-        with _progress(console) as on_trial:
-            rollout = SyncRollout(
-                runner,
-                TaskCycle(tasks, spec.run.seed),
-                tasks_per_step=spec.run.tasks_per_step,
-                group_size=spec.run.group_size,
-                concurrency=spec.run.concurrency,
+        with _progress(console) as on_trial, _interrupts():
+            pool = rollouts.pool(
+                pool_config(spec.run),
+                tasks,
+                seed=spec.run.seed,
+                filter=filter_,
                 on_trial=on_trial(spec.run.tasks_per_step * spec.run.group_size),
             )
             trainer.run(
                 RunContext(
                     spec=spec,
                     run_dir=run_dir,
-                    inference=inference,
+                    inference=gated(rollouts.inference, pool),
                     optimizer=build("optimizer"),
                     filter=filter_,
-                    rollout=rollout,
+                    rollout=_reporting(pool, emit),
                     emit=emit,
                     log=console.print,
-                    engine_state=rollout.state,
-                    restore_engine=rollout.restore,
+                    engine_state=pool.state,
+                    restore_engine=pool.restore,
+                    extra={"rollout_metrics": pool.metrics, "resume_from": chosen.resume_from},
                 )
             )
         emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
     except BaseException as exc:
-        emit(Event("run_end", {"status": "failed", "error": repr(exc)}, time.time()))
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        emit(Event("run_end", {"status": status, "error": repr(exc)}, time.time()))
         raise
     finally:
+        if pool is not None:
+            pool.close()
         if proxy is not None:
             proxy.stop()
         emit.close()
@@ -127,13 +126,48 @@ def apply(
     return run_dir
 
 
-def fresh_run_dir(wanted: Path) -> Path:
-    """``wanted`` if unused, else the first free ``wanted-N``: a run never overwrites another."""
-    candidate, n = wanted, 1
-    while candidate.exists() and any(candidate.iterdir()):
-        n += 1
-        candidate = wanted.with_name(f"{wanted.name}-{n}")
-    return candidate
+def pool_config(run: RunSpec) -> PoolConfig:
+    """The rollout pool's settings from the spec's run block (sync is staleness 0)."""
+    asynchronous = run.mode == "async"
+    return PoolConfig(
+        tasks_per_step=run.tasks_per_step,
+        group_size=run.group_size,
+        concurrency=run.concurrency,
+        max_staleness=run.max_staleness if asynchronous else 0,
+        partial_rollouts=asynchronous and run.partial_rollouts,
+        stale=run.stale,
+        retries=run.retries,
+        trial_timeout=run.trial_timeout,
+        spare_groups=run.spare_groups if asynchronous else 0,
+    )
+
+
+def _reporting(pool: RolloutPool, emit: Callable[[Event], None]) -> Callable[[int], list[Group]]:
+    """The trainer's rollout: the pool's next groups, plus a ``rollout`` event of its metrics."""
+
+    def rollout(step: int) -> list[Group]:
+        groups = pool(step)
+        emit(Event("rollout", {"step": step, **pool.metrics()}, time.time()))
+        return groups
+
+    return rollout
+
+
+@contextmanager
+def _interrupts() -> Iterator[None]:
+    """SIGTERM ends the run like Ctrl-C: observers closed, sandboxes stopped, run_end written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _progress:

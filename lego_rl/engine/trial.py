@@ -1,11 +1,13 @@
 """One trial = one rollout: sandbox, anti-cheat, harness through the proxy, verifier.
 
 Whatever goes wrong, a trial ends with a :class:`TrialResult` that says why, and the
-records captured so far (calls, trajectory) are kept.
+records captured so far (calls, trajectory) are kept. The runner knows the phase each live
+trial is in, so the pool's watchdog can end a stuck one (:meth:`TrialRunner.abort`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -53,23 +55,53 @@ class TrialSetup:
     emit: Callable[[Event], None] = lambda event: None
 
 
+@dataclass
+class _Live:
+    """A trial in progress: its phase, its sandbox, and the verdict if it was aborted."""
+
+    phase: str = "sandbox_start"
+    sandbox: Sandbox | None = None
+    verdict: TrialResult | None = None
+
+
 class TrialRunner:
     """Runs single trials; safe to call from several threads at once."""
 
     def __init__(self, setup: TrialSetup):
         self.setup = setup
+        self._live: dict[str, _Live] = {}
+
+    def phase(self, trial_id: str) -> str:
+        """The phase a running trial is in ('' if it is not running)."""
+        live = self._live.get(trial_id)
+        return live.phase if live else ""
+
+    def abort(self, trial_id: str, verdict: TrialResult) -> None:
+        """End a running trial as ``verdict``: its sandbox is stopped (which ends the harness
+        or verifier blocked in it) and its result takes the verdict's reason."""
+        live = self._live.get(trial_id)
+        if live is None:
+            return
+        live.verdict = verdict
+        if live.sandbox is not None:
+            threading.Thread(target=_stop_quietly, args=(live.sandbox,), daemon=True).start()
 
     def run(self, task: Task, trial_id: str, *, step: int = 0, group: str = "") -> TrialResult:
         s = self.setup
         result = TrialResult(trial_id=trial_id, task=task.name, group=group, step=step)
+        live = self._live[trial_id] = _Live()
         self._emit("trial_start", trial_id=trial_id, task=task.name, step=step, group=group)
         session = s.proxy.open_session(
-            trial_id, s.dialect, sampling=s.sampling, max_calls=s.max_calls
+            trial_id,
+            s.dialect,
+            sampling=s.sampling,
+            max_calls=s.max_calls,
+            small_model=small_model_name(s.model_name),
         )
         sandbox: Sandbox | None = None
         try:
-            with _phase(result, "sandbox_start"):
-                sandbox = s.sandbox.start(task, trial_id)
+            with self._phase(result, "sandbox_start"):
+                sandbox = live.sandbox = s.sandbox.start(task, trial_id)
             self._attempt(task, sandbox, session, result)
         except _TrialEnded:
             pass
@@ -83,14 +115,23 @@ class TrialRunner:
             result.harness["traceback"] = traceback.format_exc(limit=8)
         finally:
             if sandbox is not None:
-                with _phase(result, "sandbox_stop"):
+                with self._phase(result, "sandbox_stop"):
                     try:
                         sandbox.stop()
                     except Exception as exc:
                         result.harness["sandbox_stop_error"] = f"{type(exc).__name__}: {exc}"
             s.proxy.close_session(trial_id)
             result.trajectory = session.trajectory()
+            result.subagents = [t for t in session.trajectories() if t.subagent]
+            result.fidelity = session.metrics()
             result.calls = len(session.calls)
+            result.call_versions = [
+                (c.policy_version, len(c.completion_ids)) for c in session.calls if c.error is None
+            ]
+            self._live.pop(trial_id, None)
+        if live.verdict is not None:
+            _end(result, live.verdict.termination, live.verdict.reason)
+            result.reward = 0.0
         result.attribution = (
             Attribution.NONE
             if result.termination == Termination.COMPLETED
@@ -103,15 +144,15 @@ class TrialRunner:
         self, task: Task, sandbox: Sandbox, session: ProxySession, result: TrialResult
     ) -> None:
         s = self.setup
-        with _phase(result, "anticheat_before_agent"):
+        with self._phase(result, "anticheat_before_agent"):
             self._check(result, [v for p in s.anticheat for v in p.before_agent(sandbox, task)])
         endpoint = Endpoint(
             base_url=sandbox.endpoint_url(session.base_url(s.proxy.url)),
             api_key=session.api_key,
             model=s.model_name,
-            small_model=s.model_name,
+            small_model=small_model_name(s.model_name),
         )
-        with _phase(result, "agent"):
+        with self._phase(result, "agent"):
             try:
                 outcome = s.harness.run(sandbox, task, endpoint, timeout=task.agent_timeout)
             except Exception as exc:
@@ -124,9 +165,9 @@ class TrialRunner:
             "transcript": outcome.transcript[-20000:],
             **outcome.details,
         }
-        with _phase(result, "anticheat_before_verify"):
+        with self._phase(result, "anticheat_before_verify"):
             self._check(result, [v for p in s.anticheat for v in p.before_verify(sandbox, task)])
-        with _phase(result, "verify"):
+        with self._phase(result, "verify"):
             try:
                 verdict = s.verifier.score(sandbox, task)
             except Exception as exc:
@@ -137,7 +178,7 @@ class TrialRunner:
         result.verifier = verdict.details
         if verdict.termination is not None:
             _end(result, verdict.termination, str(verdict.details.get("reason", "")))
-        with _phase(result, "anticheat_after"):
+        with self._phase(result, "anticheat_after"):
             self._check(result, [v for p in s.anticheat for v in p.after(sandbox, task, result)])
 
     def _check(self, result: TrialResult, violations: list[Violation]) -> None:
@@ -154,6 +195,23 @@ class TrialRunner:
     def _emit(self, kind: str, **data: object) -> None:
         self.setup.emit(Event(kind=kind, data=data, time=time.time()))
 
+    @contextmanager
+    def _phase(self, result: TrialResult, name: str) -> Iterator[None]:
+        live = self._live.get(result.trial_id)
+        if live is not None:
+            live.phase = name
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            result.timings.append(PhaseTiming(phase=name, seconds=time.monotonic() - start))
+
+
+def small_model_name(model: str) -> str:
+    """The name harnesses use for their small/fast model: the same policy, but calls made
+    under it are recognisable as sub-agent calls."""
+    return f"{model}-small"
+
 
 class _TrialEnded(Exception):
     """Raised inside a trial to skip the remaining phases."""
@@ -165,6 +223,8 @@ def _termination(outcome: HarnessResult, session: ProxySession) -> Termination:
         return Termination.CONTEXT_OVERFLOW
     if session.limit_hit:
         return Termination.MAX_TURNS
+    if outcome.termination != Termination.COMPLETED and any(c.error for c in session.calls):
+        return Termination.API_ERROR  # the backend failed a call; the harness gave up on it
     return outcome.termination
 
 
@@ -173,10 +233,8 @@ def _end(result: TrialResult, termination: Termination, reason: str) -> None:
     result.reason = reason
 
 
-@contextmanager
-def _phase(result: TrialResult, name: str) -> Iterator[None]:
-    start = time.monotonic()
+def _stop_quietly(sandbox: Sandbox) -> None:
     try:
-        yield
-    finally:
-        result.timings.append(PhaseTiming(phase=name, seconds=time.monotonic() - start))
+        sandbox.stop()
+    except Exception:  # noqa: BLE001 - the trial's own stop reports the error
+        pass

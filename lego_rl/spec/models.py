@@ -64,6 +64,39 @@ class RunSpec(Strict):
     max_turns: int = Field(default=8, ge=1, description="Model calls a harness may make per trial.")
     max_tokens: int = Field(default=256, ge=1, description="Completion tokens per model call.")
     temperature: float = Field(default=1.0, ge=0.0)
+    mode: Literal["sync", "async"] = Field(
+        default="sync",
+        description="sync: generate a step's groups, then train; async: keep generating while the trainer steps.",
+    )
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        description="async: policy versions a trajectory may lag behind the trainer (counted from its first token).",
+    )
+    partial_rollouts: bool = Field(
+        default=False,
+        description="async: trials in flight continue across a weight update (else the update waits for them).",
+    )
+    stale: Literal["requeue", "drop"] = Field(
+        default="requeue", description="What happens to a group too stale to train: run its task again, or drop it."
+    )
+    spare_groups: int = Field(
+        default=0,
+        ge=0,
+        description="async: groups started beyond the batch so stragglers do not hold up the trainer.",
+    )
+    retries: int = Field(
+        default=2, ge=0, description="Times a trial that failed through infrastructure is run again."
+    )
+    trial_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Wall-clock seconds a trial may take; default: the task's agent + verifier timeouts + 120 s.",
+    )
+    resume: bool = Field(
+        default=True,
+        description="Continue from the run directory's last checkpoint when the spec matches (else a fresh directory).",
+    )
 
     @property
     def run_dir(self) -> Path:
