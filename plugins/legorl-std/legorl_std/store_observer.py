@@ -12,6 +12,7 @@ from lego_rl import hookimpl
 from lego_rl.kinds import Event
 from lego_rl.observe.store import RunStore, to_json
 from lego_rl.registry import BuildContext
+from legorl_std.dashboard_observer import DashboardOptions, dashboard
 
 
 class StoreOptions(BaseModel):
@@ -67,3 +68,4 @@ def jsonl(options: JsonlOptions, ctx: BuildContext) -> JsonlObserver:
 def legorl_register_observer(register) -> None:
     register("store", store, options=StoreOptions)
     register("jsonl", jsonl, options=JsonlOptions)
+    register("dashboard", dashboard, options=DashboardOptions)

@@ -1,0 +1,126 @@
+"""Read a run store without ever writing to it: safe while the run writes (WAL), many at once."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lego_rl.observe.store import STORE_FILE
+
+
+def is_run_dir(path: Path) -> bool:
+    return (Path(path) / STORE_FILE).is_file()
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run directories named directly, or found one level below a directory of runs."""
+    found: list[Path] = []
+    for path in paths:
+        path = Path(path).resolve()
+        if is_run_dir(path):
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if is_run_dir(p)))
+    return list(dict.fromkeys(found))
+
+
+@contextmanager
+def connect(run_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection (``mode=ro``): the dashboard cannot change a run."""
+    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+class RunReader:
+    """Queries of one run's store; every method opens and closes its own connection."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+
+    def version(self) -> int:
+        """Grows with every event: a reader can tell whether anything changed."""
+        with connect(self.run_dir) as db:
+            return int(db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
+
+    def events(self, kind: str) -> list[tuple[float, dict[str, Any]]]:
+        with connect(self.run_dir) as db:
+            rows = db.execute("SELECT time, data FROM events WHERE kind = ? ORDER BY id", (kind,))
+            return [(t, json.loads(d)) for t, d in rows]
+
+    def info(self) -> dict[str, Any]:
+        """Name, spec, status (running, ok, failed) and times of the run."""
+        starts, ends = self.events("run_start"), self.events("run_end")
+        spec = starts[0][1].get("spec", {}) if starts else {}
+        end = ends[-1] if ends else None
+        return {
+            "name": (spec.get("run") or {}).get("name") or self.run_dir.name,
+            "run_dir": str(self.run_dir),
+            "harness": (spec.get("harness") or {}).get("plugin", ""),
+            "trainer": (spec.get("trainer") or {}).get("plugin", ""),
+            "model": (spec.get("model") or {}).get("name", ""),
+            "steps_planned": (spec.get("run") or {}).get("steps"),
+            "spec": spec,
+            "started": starts[0][0] if starts else None,
+            "ended": end[0] if end else None,
+            "status": end[1].get("status", "ended") if end else "running",
+            "error": end[1].get("error") if end else None,
+        }
+
+    def steps(self) -> list[dict[str, Any]]:
+        with connect(self.run_dir) as db:
+            rows = db.execute("SELECT time, metrics FROM steps ORDER BY step")
+            return [{**json.loads(m), "time": t} for t, m in rows]
+
+    def trials(self) -> list[dict[str, Any]]:
+        """Every finished trial (TrialResult JSON without the trajectory), with its end time."""
+        return [{**d["result"], "time": t} for t, d in self.events("trial_end") if "result" in d]
+
+    def calls(self, session: str | None = None) -> list[dict[str, Any]]:
+        """Per-call token counts and latency (of one session when given)."""
+        where = "WHERE session = ? ORDER BY idx" if session is not None else ""
+        with connect(self.run_dir) as db:
+            cols = [
+                "session", "idx", "prompt_tokens", "completion_tokens",
+                "finish_reason", "extends_previous", "policy_version", "seconds", "error",
+            ]  # fmt: skip
+            rows = db.execute(
+                f"SELECT {', '.join(cols)} FROM calls {where}", (session,) if where else ()
+            )
+            return [dict(zip(cols, row)) for row in rows]
+
+    def call_records(self, session: str) -> list[dict[str, Any]]:
+        """The call events of one proxy session (one trial), in order."""
+        with connect(self.run_dir) as db:
+            rows = db.execute(
+                "SELECT data FROM events WHERE kind = 'call' "
+                "AND json_extract(data, '$.record.session') = ? ORDER BY id",
+                (session,),
+            )
+            return [json.loads(d)["record"] for (d,) in rows]
+
+    def trajectory(self, relative: str) -> dict[str, Any] | None:
+        """A trajectory file written beside the store (None when absent, e.g. trimmed)."""
+        path = (self.run_dir / relative).resolve()
+        if not relative or self.run_dir.resolve() not in path.parents or not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    def proxy_tool_calls(self) -> dict[str, list[dict[str, Any]]]:
+        """Tool calls the proxy recorded per session, where its call events carry them."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        with connect(self.run_dir) as db:
+            rows = db.execute(
+                "SELECT json_extract(data, '$.record.session'), "
+                "json_extract(data, '$.record.tool_calls') FROM events WHERE kind = 'call' "
+                "AND json_extract(data, '$.record.tool_calls') IS NOT NULL ORDER BY id"
+            )
+            for session, calls in rows:
+                out.setdefault(session, []).extend(json.loads(calls))
+        return out

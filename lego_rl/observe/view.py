@@ -1,0 +1,218 @@
+"""What the dashboard page plots: one run's store turned into per-step series and trial details.
+
+Step metrics come from whichever trainer wrote them, so metric names are read defensively:
+each chart lists the keys that match its pattern (``METRIC_GROUPS``) and plots each one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+from lego_rl.observe.behaviour import actions, step_behaviour, tool_calls, trial_behaviour
+from lego_rl.observe.reader import RunReader
+
+METRIC_GROUPS: dict[str, dict[str, str]] = {
+    "consistency": {
+        "prob_pearson": r"pearson",
+        "k3": r"(^|_)k3(_|$)",
+        "logp_diff_abs": r"logp_diff",
+        "routing_agreement": r"routing.*agree|agree.*routing",
+    },
+    "scheduling": {
+        "trainer_wait": r"wait",
+        "staleness": r"stale",
+    },
+}
+"""Chart -> regular expression over step metric names; every numeric match is a series."""
+
+TRIAL_FIELDS = (
+    "trial_id",
+    "step",
+    "task",
+    "group",
+    "reward",
+    "termination",
+    "attribution",
+    "reason",
+    "calls",
+    "time",
+)
+
+
+def metric_keys(steps: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    numeric = sorted(
+        {
+            k
+            for s in steps
+            for k, v in s.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+    )
+    return {
+        group: {
+            chart: [k for k in numeric if re.search(pattern, k)]
+            for chart, pattern in charts.items()
+        }
+        for group, charts in METRIC_GROUPS.items()
+    }
+
+
+def find_option(tree: Any, name: str) -> Any:
+    """The first value of key ``name`` anywhere in a nested spec (None when absent)."""
+    if isinstance(tree, dict):
+        if name in tree:
+            return tree[name]
+        for value in tree.values():
+            found = find_option(value, name)
+            if found is not None:
+                return found
+    return None
+
+
+class RunView:
+    """Builds the page's data for one run; caches per-trial analytics (trials never change)."""
+
+    def __init__(self, reader: RunReader):
+        self.reader = reader
+        self._behaviour: dict[str, dict[str, Any]] = {}
+
+    def data(self) -> dict[str, Any]:
+        reader = self.reader
+        version = reader.version()
+        info = reader.info()
+        info["routing_replay"] = find_option(info.pop("spec"), "routing_replay")
+        steps, trials, calls = reader.steps(), reader.trials(), reader.calls()
+        behaviour = self._behaviours(trials, info["harness"])
+        step_of = {t["trial_id"]: t.get("step", 0) for t in trials}
+        sampled: Counter[int] = Counter()
+        for call in calls:
+            if call["session"] in step_of:
+                sampled[step_of[call["session"]]] += call["completion_tokens"] or 0
+        by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for t in trials:
+            by_step[int(t.get("step", 0))].append(t)
+        metrics = {int(s.get("step", 0)): s for s in steps}
+        rows = [
+            self._row(n, metrics.get(n, {}), by_step.get(n, []), sampled[n], behaviour)
+            for n in sorted(set(metrics) | set(by_step))
+        ]
+        return {
+            "version": version,
+            "info": info,
+            "metric_keys": metric_keys(steps),
+            "steps": rows,
+            "trials": [
+                {**{k: t.get(k) for k in TRIAL_FIELDS}, "behaviour": behaviour.get(t["trial_id"])}
+                for t in trials
+            ],
+        }
+
+    @staticmethod
+    def _row(
+        n: int,
+        m: dict[str, Any],
+        trials: list[dict[str, Any]],
+        sampled_tokens: int,
+        behaviour: dict[str, dict[str, Any]],
+    ) -> dict[str, Any]:
+        rewards = [float(t.get("reward", 0.0)) for t in trials]
+        groups = m.get("groups")
+        step_s, rollout_s = m.get("step_seconds"), m.get("rollout_seconds")
+        row: dict[str, Any] = {k: v for k, v in m.items() if isinstance(v, int | float)}
+        row.update(
+            step=n,
+            complete=bool(m),
+            reward_mean=m.get("reward_mean", sum(rewards) / len(rewards) if rewards else None),
+            rewards=rewards,
+            informative_share=(m.get("informative_groups", 0) / groups) if groups else None,
+            terminations=dict(Counter(str(t.get("termination")) for t in trials)),
+            attribution=dict(Counter(str(t.get("attribution")) for t in trials)),
+            trials_per_min=(len(trials) * 60.0 / step_s) if step_s else None,
+            sampled_tokens_per_s=(sampled_tokens / rollout_s) if rollout_s else None,
+            trained_tokens_per_s=(m.get("trained_tokens", 0) / step_s) if step_s else None,
+            behaviour=step_behaviour(
+                [behaviour[t["trial_id"]] for t in trials if t["trial_id"] in behaviour]
+            ),
+        )
+        return row
+
+    def _behaviours(self, trials: list[dict[str, Any]], harness: str) -> dict[str, dict[str, Any]]:
+        missing = [t for t in trials if t["trial_id"] not in self._behaviour]
+        if missing:
+            from_proxy = self.reader.proxy_tool_calls()
+            for t in missing:
+                records = [{"tool_calls": from_proxy.get(t["trial_id"], [])}]
+                self._behaviour[t["trial_id"]] = trial_behaviour(
+                    tool_calls(t, records, harness), harness
+                )
+        return self._behaviour
+
+    def trial(self, trial_id: str) -> dict[str, Any] | None:
+        """One trial opened: result, calls, segments (rewrites marked), tool calls, transcript."""
+        trial = next((t for t in self.reader.trials() if t.get("trial_id") == trial_id), None)
+        if trial is None:
+            return None
+        harness = self.reader.info()["harness"]
+        records = self.reader.call_records(trial_id)
+        calls = tool_calls(trial, records, harness)
+        return {
+            "result": trial,
+            "calls": _call_summaries(records, self.reader.calls(trial_id)),
+            "segments": _segments(self.reader.trajectory(trial.get("trajectory_path", ""))),
+            "tool_calls": [
+                {
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "actions": [{"kind": a.kind, "files": a.files} for a in actions([c], harness)],
+                }
+                for c in calls
+            ],
+            "behaviour": trial_behaviour(calls, harness),
+        }
+
+
+def _call_summaries(
+    records: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Call events (no prompt ids: the store drops them) joined with the calls table's counts."""
+    prompt = {r["idx"]: r["prompt_tokens"] for r in rows}
+    return [{**_call_summary(r), "prompt_tokens": prompt.get(r.get("index"))} for r in records]
+
+
+def _call_summary(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "index": record.get("index"),
+        "completion_tokens": len(record.get("completion_ids") or []),
+        "finish_reason": record.get("finish_reason"),
+        "extends_previous": record.get("extends_previous"),
+        "seconds": (record.get("ended_at") or 0.0) - (record.get("started_at") or 0.0),
+        "error": record.get("error"),
+        "policy_version": record.get("policy_version"),
+        "subagent": record.get("subagent", False),
+        "logprob_mean": _mean(record.get("logprobs") or []),
+    }
+
+
+def _segments(trajectory: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each segment's size and calls; every segment after the first began with a rewrite."""
+    if trajectory is None:
+        return None
+    return {
+        "rolled_back": trajectory.get("rolled_back", []),
+        "segments": [
+            {
+                "index": i,
+                "tokens": len(s.get("ids", [])),
+                "trained": sum(s.get("loss_mask", [])),
+                "calls": s.get("calls", []),
+                "rewrite": i > 0,
+            }
+            for i, s in enumerate(trajectory.get("segments", []))
+        ],
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

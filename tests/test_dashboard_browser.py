@@ -1,0 +1,107 @@
+"""The dashboard in a real browser: headless Chromium (Debian package) driven by Playwright.
+
+Never downloads a browser: Playwright is pointed at /usr/bin/chromium, which
+scripts/setup.sh installs (apt-get, as root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lego_rl.observe.export import export_html
+from lego_rl.observe.server import DashboardServer
+
+RUN = Path(__file__).parent / "fixtures" / "quickstart-run"
+CHROMIUM = os.environ.get("LEGORL_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",  # Chromium's own sandbox cannot run as root
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} missing: run scripts/setup.sh (apt-get install chromium)",
+    ),
+]
+playwright = pytest.importorskip(
+    "playwright.sync_api", reason="pip install -e '.[test]' (playwright)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    page.close()
+    assert not errors, errors
+
+
+def count(page: Any, selector: str) -> int:
+    return page.locator(selector).count()
+
+
+def check_views(page: Any) -> None:
+    page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    steps, trials = 3, 12
+    assert count(page, "svg[data-chart=reward] g[data-series=mean] circle") == steps
+    assert count(page, "svg[data-chart=reward] g[data-series=trials] circle") == trials
+    assert count(page, "svg[data-chart=informative] circle") == steps
+    assert count(page, "svg[data-chart=terminations] g[data-series=max_turns] rect") == steps
+    assert count(page, "svg[data-chart=attribution] g[data-series=policy] rect") == steps
+    assert count(page, "svg[data-chart=logp_diff_abs] circle") == steps
+    assert count(page, "svg[data-chart=trials_per_min] circle") == steps
+    assert count(page, "svg[data-chart=edit_share] circle") == steps
+    assert count(page, "svg[data-chart=trials] circle") == trials
+    # the trial browser: filter, then open the trial whose trajectory is stored
+    trial_id = min(p.stem for p in (RUN / "trajectories").glob("*.json"))
+    page.select_option("#f-task", "fix-pass-mark")
+    assert count(page, ".trial-list button") == 2
+    page.click(f".trial-list button[data-trial='{trial_id}']")
+    page.wait_for_selector(f"#trial h3[data-trial='{trial_id}']")
+    assert count(page, "svg[data-chart=calls] g[data-series=completion] rect") == 3
+    assert count(page, "svg[data-chart=segments] g.series") == 3
+    assert count(page, "svg[data-chart=segments] line.mark") == 2  # two rewrites
+    assert page.inner_text("#trial-transcript").startswith("[system]")
+    assert "exit_code" in page.inner_text("#trial-verifier")
+
+
+def test_live_page_renders_the_recorded_run(page: Any) -> None:
+    server = DashboardServer([RUN], port=0)
+    try:
+        page.goto(server.start())
+        check_views(page)
+    finally:
+        server.stop()
+
+
+def test_exported_file_renders_without_a_server(page: Any, tmp_path: Path) -> None:
+    out = export_html([RUN], tmp_path / "run.html")
+    page.goto(out.as_uri())
+    check_views(page)
+
+
+@pytest.fixture(autouse=True)
+def _no_downloaded_browsers() -> None:
+    assert shutil.which("chromium") or Path(CHROMIUM).exists()
