@@ -183,8 +183,8 @@ def bash_call(n: int, command: str) -> tuple[int, dict[str, Any]]:
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 
 
-def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOpenAI, Any, float]:
-    """Run the real harness in the real local sandbox on the conformance task (calc.py)."""
+def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOpenAI, str, float]:
+    """Run the real harness in the real local sandbox on the conformance task; return calc.py after."""
     from legorl_std.harbor_tasks import load_task
     from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
@@ -194,15 +194,16 @@ def run_trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[Any, FakeOp
     task = load_task(conformance_tasks_dir() / "fix-add")
     backend = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext())
     sandbox = backend.start(task, "trial-1")
-    endpoint = Endpoint(base_url=server.url, api_key="sk-session", model="policy")
+    endpoint = Endpoint(base_url=sandbox.endpoint_url(server.url), api_key="sk-session", model="policy")
     harness = MiniSweAgent(MiniSweAgentOptions(**options))
     started = time.monotonic()
     try:
         result = harness.run(sandbox, task, endpoint, timeout=120)
+        calc = sandbox.exec("cat /app/calc.py", timeout=30).stdout
     finally:
         server.close()
         sandbox.stop()
-    return result, server, sandbox, time.monotonic() - started
+    return result, server, calc, time.monotonic() - started
 
 
 @pytest.mark.slow
@@ -212,10 +213,10 @@ def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
         fix, submit = "sed -i 's/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
         return bash_call(n, fix if n == 1 else submit)
 
-    result, server, sandbox, _ = run_trial(tmp_path, reply)
+    result, server, calc, _ = run_trial(tmp_path, reply)
 
     assert result.termination == Termination.COMPLETED, result.reason
-    assert sandbox.host_path("/app/calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert calc == "def add(a, b):\n    return a + b\n"
     assert len(server.requests) == 2
     first = server.requests[0]
     assert first["path"] == "/s/trial-1/v1/chat/completions"

@@ -36,6 +36,8 @@ INSTALL = (
     "pip install -e plugins/legorl-mini-swe-agent), or set harness.options.command to its "
     "`mini` executable"
 )
+SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+"""What a command prints first to end the run (mini-swe-agent's submission)."""
 ENV = {
     "MSWEA_CONFIGURED": "true",
     "MSWEA_COST_TRACKING": "ignore_errors",
@@ -94,6 +96,13 @@ class MiniSweAgent:
                     )
                 ]
         return []
+
+    def conformance_script(self, commands: list[str]) -> list[dict[str, Any]]:
+        """The policy turns that run each shell command with the ``bash`` tool, then submit."""
+        return [
+            {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": c}}]}
+            for c in [*commands, f"echo {SUBMIT}"]
+        ]
 
     def run(self, sandbox: Sandbox, task: Task, endpoint: Endpoint, timeout: float) -> HarnessResult:
         timeout = self.options.timeout or timeout

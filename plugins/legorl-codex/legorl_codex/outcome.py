@@ -1,0 +1,88 @@
+"""Turn what ``codex exec --json`` printed (one JSON event per line) into a HarnessResult.
+
+Events: ``thread.started``, ``turn.started``, ``item.started|updated|completed`` (items:
+agent_message, reasoning, command_execution, file_change, error, ...), and one of
+``turn.completed`` or ``turn.failed`` (``error.message``) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from lego_rl.data import Termination
+from lego_rl.kinds import ExecResult, HarnessResult
+
+TAIL = 2000
+CONTEXT_OVERFLOW = re.compile(r"context window|context length|maximum context|prompt is too long", re.IGNORECASE)
+
+
+def parse_events(text: str) -> list[dict[str, Any]]:
+    """The JSON events of a ``--json`` output; lines that are not JSON objects are skipped."""
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResult:
+    """The termination of one run, with a reason a person can act on."""
+    ends = [e for e in events if e.get("type") in ("turn.completed", "turn.failed")]
+    items = [e["item"] for e in events if e.get("type") == "item.completed" and isinstance(e.get("item"), dict)]
+    details: dict[str, Any] = {
+        "turns": len(ends),
+        "commands": sum(1 for i in items if i.get("type") == "command_execution"),
+    }
+    thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
+    if thread:
+        details["thread_id"] = thread
+
+    def result(termination: Termination, reason: str) -> HarnessResult:
+        return HarnessResult(termination, execution.exit_code, reason, details=details)
+
+    if execution.timed_out:
+        return result(Termination.AGENT_TIMEOUT, f"Codex ran past {execution.seconds:.0f} s")
+    if ends and ends[-1]["type"] == "turn.completed" and execution.exit_code == 0:
+        return result(Termination.COMPLETED, "Codex finished its turn")
+    if ends and ends[-1]["type"] == "turn.failed":
+        message = str((ends[-1].get("error") or {}).get("message", ""))[-TAIL:]
+        kind = Termination.CONTEXT_OVERFLOW if CONTEXT_OVERFLOW.search(message) else Termination.API_ERROR
+        return result(kind, f"model API error: {message}")
+    said = (execution.stderr or execution.stdout)[-TAIL:].strip()
+    return result(
+        Termination.HARNESS_CRASH, f"Codex exited with code {execution.exit_code} before its turn ended\n{said}".strip()
+    )
+
+
+def render_transcript(events: list[dict[str, Any]]) -> str:
+    """A readable transcript: messages, reasoning, commands with their output, failures."""
+    blocks = []
+    for event in events:
+        item = event.get("item") if event.get("type") == "item.completed" else None
+        if isinstance(item, dict):
+            blocks.append(_item(item))
+        elif event.get("type") == "turn.failed":
+            blocks.append(f"[turn failed] {(event.get('error') or {}).get('message', '')}")
+    return "\n\n".join(b for b in blocks if b)
+
+
+def _item(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    if kind == "agent_message":
+        return f"[assistant]\n{item.get('text', '')}"
+    if kind == "reasoning":
+        return f"[thinking]\n{item.get('text', '')}"
+    if kind == "command_execution":
+        output = str(item.get("aggregated_output") or "")[-TAIL:]
+        return f"$ {item.get('command', '')}\n{output}".rstrip()
+    if kind == "file_change":
+        return f"[file change] {json.dumps(item.get('changes', []))}"
+    if kind == "error":
+        return f"[error] {item.get('message', '')}"
+    return f"[{kind}]"

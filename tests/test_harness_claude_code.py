@@ -1,0 +1,278 @@
+"""The Claude Code harness: preflight, command line, outcome mapping, and the real CLI end to end.
+
+The end-to-end tests run the unmodified native `claude` program in the local bubblewrap
+sandbox on the kit's fix-add task, against a scripted Anthropic messages server (SSE) on
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from legorl_claude_code import ClaudeCode, ClaudeCodeOptions, plugin
+from legorl_claude_code.harness import native_binary
+from legorl_claude_code.outcome import classify, render_transcript
+from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+
+from lego_rl.data import Termination
+from lego_rl.kinds import Endpoint, ExecResult, Harness, first_fatal
+from lego_rl.registry import BuildContext, Registry
+from lego_rl.testing.contracts import ContractEnv
+
+ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy", small_model="policy-sub")
+installed = pytest.mark.skipif(not native_binary().is_file(), reason="Claude Code is not installed (scripts/setup.sh)")
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    reg = Registry()
+    reg.add_module(plugin, name="claude-code", distribution="legorl-claude-code")
+    yield reg
+    reg.remove_module(plugin)
+
+
+# ---------------------------------------------------------------- registration, preflight
+
+
+def test_registered_with_its_dialect(registry: Registry) -> None:
+    assert registry.get("harness", "claude-code").factory.dialect == "anthropic-messages"
+    assert isinstance(registry.build("harness", "claude-code", {"max_turns": 3}), Harness)
+    with pytest.raises(ValueError, match="max_turn"):
+        registry.options("harness", "claude-code", {"max_turn": 3})
+
+
+@installed
+def test_preflight_passes_with_the_installed_cli(registry: Registry) -> None:
+    assert registry.build("harness", "claude-code").preflight() == []
+
+
+@installed
+def test_preflight_checks_the_version_the_spec_wants(registry: Registry) -> None:
+    assert registry.build("harness", "claude-code", {"version": "2.1"}).preflight() == []
+    problem = first_fatal(registry.build("harness", "claude-code", {"version": "2.2"}).preflight())
+    assert problem is not None and "2.2" in problem.message and "2.1.332" in problem.message
+
+
+@pytest.mark.parametrize("command", ["/nonexistent/bin/claude", "no-such-claude-program"])
+def test_preflight_names_the_missing_cli_and_the_install(registry: Registry, command: str) -> None:
+    problem = first_fatal(registry.build("harness", "claude-code", {"command": command}).preflight())
+    assert problem is not None and command in problem.message
+    assert "@anthropic-ai/claude-code@2.1.332" in problem.fix and "npm ci" in problem.fix
+
+
+# ---------------------------------------------------------------- command line, environment
+
+
+def test_command_line_and_environment() -> None:
+    harness = ClaudeCode(ClaudeCodeOptions(max_turns=4, bare=True, tools=["Bash", "Edit"], retries=2))
+    line = harness.command_line(Path("/opt/claude"))
+    assert line.startswith("/opt/claude -p --output-format stream-json --verbose --max-turns 4 ")
+    assert "--dangerously-skip-permissions --bare --tools Bash,Edit" in line
+    assert line.endswith("</logs/agent/instruction.md >/logs/agent/claude-code.jsonl")
+    env = harness.model_env(ENDPOINT, timeout=90)
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1/s/trial-1"
+    assert env["ANTHROPIC_API_KEY"] == "sk-session"
+    assert env["ANTHROPIC_MODEL"] == env["ANTHROPIC_DEFAULT_SONNET_MODEL"] == "policy"
+    assert env["ANTHROPIC_DEFAULT_HAIKU_MODEL"] == "policy-sub"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "2" and env["API_TIMEOUT_MS"] == "90000"
+    assert "CLAUDE_CODE_MAX_OUTPUT_TOKENS" not in env, "no spec: Claude Code keeps its own limit"
+
+
+def test_output_limit_follows_the_spec() -> None:
+    from lego_rl.spec.models import Spec
+
+    blocks = {k: {"plugin": "x"} for k in ("tasks", "sandbox", "harness", "dialect", "verifier",
+                                          "optimizer", "inference", "trainer")}
+    spec = Spec.model_validate({"model": {"name": "m"}, "run": {"max_tokens": 48, "max_turns": 5}, **blocks})
+    harness = ClaudeCode(ClaudeCodeOptions(), BuildContext(spec=spec))
+    assert harness.model_env(ENDPOINT, timeout=9)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "48"
+    assert "--max-turns 5 " in harness.command_line(Path("/opt/claude"))
+
+
+def test_conformance_script_runs_commands_with_bash_then_finishes() -> None:
+    turns = ClaudeCode(ClaudeCodeOptions()).conformance_script(["ls", "pwd"])
+    assert [t["tool_calls"][0]["arguments"]["command"] for t in turns[:2]] == ["ls", "pwd"]
+    assert turns[-1] == {"text": "Done."} and len(turns) == 3
+
+
+# ---------------------------------------------------------------- outcome mapping
+
+
+def _result(**fields: Any) -> list[dict[str, Any]]:
+    return [{"type": "system", "subtype": "init"}, {"type": "result", "subtype": "success", "is_error": False, **fields}]
+
+
+@pytest.mark.parametrize(
+    ("execution", "events", "expected"),
+    [
+        (ExecResult(0), _result(num_turns=2), Termination.COMPLETED),
+        (ExecResult(1), _result(subtype="error_max_turns", is_error=True, terminal_reason="max_turns"), Termination.MAX_TURNS),
+        (ExecResult(124, timed_out=True), [], Termination.AGENT_TIMEOUT),
+        (ExecResult(1), _result(is_error=True, terminal_reason="api_error", api_error_status=500, result="boom"), Termination.API_ERROR),
+        (ExecResult(1), _result(is_error=True, terminal_reason="prompt_too_long", api_error_status=400), Termination.CONTEXT_OVERFLOW),
+        (ExecResult(1), _result(is_error=True, terminal_reason="api_error", api_error="max_output_tokens"), Termination.CONTEXT_OVERFLOW),
+        (ExecResult(1), _result(subtype="error_during_execution", is_error=True), Termination.HARNESS_CRASH),
+        (ExecResult(2, stderr="error: unknown option '--nope'"), [], Termination.HARNESS_CRASH),
+    ],
+    ids=["completed", "max-turns", "killed", "api-500", "context", "output-limit", "crash", "no-result"],
+)
+def test_outcome_mapping(execution: ExecResult, events: list[dict[str, Any]], expected: Termination) -> None:
+    result = classify(execution, events)
+    assert result.termination == expected
+    assert result.reason
+    if not events and not execution.timed_out:
+        assert "unknown option '--nope'" in result.reason
+
+
+def test_transcript_shows_bash_calls_as_commands() -> None:
+    events = [
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "look"}]}},
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "content": "calc.py"}]}},
+    ]
+    assert render_transcript(events) == "[assistant]\nlook\n\n$ ls\n\n[tool result]\ncalc.py"
+
+
+# ---------------------------------------------------------------- end to end (test doubles)
+
+
+Turn = dict[str, Any]
+"""A scripted reply: {"text": ..., "bash": command} or {"status": int, "error": message}."""
+
+
+class FakeAnthropic:
+    """An Anthropic messages server on 127.0.0.1 that streams scripted replies as SSE."""
+
+    def __init__(self, reply: Callable[[int, dict[str, Any]], Turn]):
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "key": self.headers.get("x-api-key"), "body": body})
+                turn = reply(len(outer.requests), body)
+                if "status" in turn:
+                    data = json.dumps({"type": "error", "error": {"type": "api_error", "message": turn["error"]}})
+                    self.send_response(turn["status"])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data.encode())
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in sse_events(len(outer.requests), body["model"], turn):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/s/trial-1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def sse_events(n: int, model: str, turn: Turn) -> list[dict[str, Any]]:
+    """A text block, then a Bash tool_use block when the turn has one."""
+    usage = {"input_tokens": 10, "output_tokens": 1}
+    message = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": usage}  # fmt: skip
+    events = [{"type": "message_start", "message": message}]
+    blocks = [({"type": "text", "text": ""}, {"type": "text_delta", "text": turn.get("text", "")})]
+    if "bash" in turn:
+        tool = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {}}
+        blocks.append((tool, {"type": "input_json_delta", "partial_json": json.dumps({"command": turn["bash"]})}))
+    for index, (start, delta) in enumerate(blocks):
+        events += [
+            {"type": "content_block_start", "index": index, "content_block": start},
+            {"type": "content_block_delta", "index": index, "delta": delta},
+            {"type": "content_block_stop", "index": index},
+        ]
+    stop = "tool_use" if "bash" in turn else "end_turn"
+    events.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}})
+    return [*events, {"type": "message_stop"}]
+
+
+def run_trial(tmp_path: Path, reply: Callable[[int, dict[str, Any]], Turn], **options: Any) -> tuple[Any, FakeAnthropic, str]:
+    server = FakeAnthropic(reply)
+    task = ContractEnv(tmp=tmp_path, registry=Registry()).task("fix-add")
+    sandbox = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext()).start(task, "t1")
+    endpoint = Endpoint(base_url=sandbox.endpoint_url(server.url), api_key="sk-session", model="policy", small_model="policy")
+    try:
+        result = ClaudeCode(ClaudeCodeOptions(**options)).run(sandbox, task, endpoint, timeout=120)
+        calc = sandbox.host_path("/app/calc.py").read_text()
+    finally:
+        sandbox.stop()
+        server.close()
+    return result, server, calc
+
+
+needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+
+
+@pytest.mark.slow
+@installed
+@needs_sandbox
+def test_fixes_the_file_and_completes(tmp_path: Path) -> None:
+    def reply(n: int, body: dict[str, Any]) -> Turn:
+        return {"text": "Fixing.", "bash": "sed -i 's/a - b/a + b/' calc.py"} if n == 1 else {"text": "Done."}
+
+    result, server, calc = run_trial(tmp_path, reply)
+
+    assert result.termination == Termination.COMPLETED, result.reason
+    assert calc == "def add(a, b):\n    return a + b\n"
+    assert len(server.requests) == 2
+    first = server.requests[0]
+    assert first["path"] == "/s/trial-1/v1/messages?beta=true"
+    assert first["key"] == "sk-session"
+    assert first["body"]["model"] == "policy" and first["body"]["stream"] is True
+    assert "Bash" in [t["name"] for t in first["body"]["tools"]]
+    assert "defines `add(a, b)`, but it subtracts" in json.dumps(first["body"]["messages"])
+    last = server.requests[1]["body"]["messages"][-1]["content"]
+    assert any(part.get("type") == "tool_result" and part["tool_use_id"] == "toolu_1" for part in last)
+    assert "$ sed -i 's/a - b/a + b/' calc.py" in result.transcript
+    assert result.details["num_turns"] == 2
+
+
+@pytest.mark.slow
+@installed
+@needs_sandbox
+def test_turn_limit_ends_as_max_turns(tmp_path: Path) -> None:
+    result, server, _ = run_trial(tmp_path, lambda n, body: {"text": "", "bash": "ls"}, max_turns=2)
+
+    assert result.termination == Termination.MAX_TURNS, result.reason
+    assert len(server.requests) == 2
+    assert result.transcript.count("$ ls") == 2
+
+
+@pytest.mark.slow
+@installed
+@needs_sandbox
+def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result, server, _ = run_trial(tmp_path, lambda n, body: {"status": 500, "error": "inference backend is down"})
+
+    assert result.termination == Termination.API_ERROR, result.reason
+    assert "500" in result.reason
+    assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
+    assert time.monotonic() - started < 60
