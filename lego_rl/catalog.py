@@ -21,6 +21,7 @@ CATALOG: dict[tuple[str, str], str] = {
     ("dialect", "anthropic-messages"): "legorl-std",
     ("dialect", "openai-responses"): "legorl-std",
     ("verifier", "test-script"): "legorl-std",
+    ("harness", "scripted"): "legorl-std",
     ("anticheat", "no-network"): "legorl-std",
     ("anticheat", "git-history"): "legorl-std",
     ("anticheat", "test-guard"): "legorl-std",

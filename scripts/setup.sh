@@ -17,6 +17,34 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+# chromium (Debian package): the dashboard's browser test drives it headless through
+# Playwright (never a downloaded browser).
+if [[ ! -x /usr/bin/chromium ]]; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing chromium (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+    else
+        echo "warning: chromium is missing; the dashboard browser test is skipped: sudo apt-get install chromium" >&2
+    fi
+fi
+
+# Harness CLIs from npm (claude-code, codex): each distribution pins its CLI in
+# package.json + package-lock.json; `npm ci` installs it into that distribution's node_modules
+# (the native binaries come as the packages' optional npm dependencies). Cached per lock file.
+for lock in plugins/*/package-lock.json; do
+    [[ -f "$lock" ]] || continue
+    dir="$(dirname "$lock")"
+    stamp="$dir/node_modules/.legorl-npm-ci"
+    lock_sum="$(sha256sum "$lock" | cut -d' ' -f1)"
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$lock_sum" ]] && continue
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "warning: npm is missing; the harness in $dir needs it: apt-get install npm, then rerun scripts/setup.sh" >&2
+        continue
+    fi
+    echo "installing the pinned harness CLI in $dir (npm ci)"
+    (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) && echo "$lock_sum" > "$stamp"
+done
+
 want="$(cat pyproject.toml plugins/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/legorl" ]]; then
     exit 0
@@ -35,6 +63,7 @@ pip_install() {
 }
 # torch first and pinned: an unpinned resolve would pull a newer multi-GB build.
 pip_install "torch==2.13.0"
-pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent
+pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent \
+    -e plugins/legorl-claude-code -e plugins/legorl-codex
 echo "$want" > "$STAMP"
 echo "setup done: $VENV"

@@ -9,8 +9,12 @@ import typer
 from lego_rl import __version__
 from lego_rl.cli.apply import apply
 from lego_rl.cli.bench import bench
+from lego_rl.cli.dashboard import dashboard
+from lego_rl.cli.export import export
 from lego_rl.cli.plan import plan
 from lego_rl.cli.plugins import plugins
+from lego_rl.cli.probe import probe
+from lego_rl.cli.redteam import redteam
 from lego_rl.cli.schema import schema
 from lego_rl.cli.validate import validate
 
@@ -21,7 +25,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-for command in (validate, plan, apply, schema, plugins, bench):
+for command in (validate, plan, apply, schema, plugins, bench, dashboard, export, probe, redteam):
     app.command()(command)
 
 

@@ -12,7 +12,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -179,13 +179,85 @@ def sandbox_contract(component: Any, env: ContractEnv) -> None:
         sandbox.stop()
 
 
+CONFORMANCE_COMMANDS = [
+    "sed -i 's/a - b/a + b/' calc.py",
+    "python3 -c 'from calc import add; assert add(2, 3) == 5' && echo tests pass",
+]
+"""Shell commands that solve the kit's fix-add task (edit the file, run the tests) from its
+working directory. A harness turns them into its own tool calls (``conformance_script``)."""
+HARNESS_CONTEXT = 32768
+"""Context of the conformance policy: a harness's first request can be long (tools, system)."""
+
+
 def harness_contract(component: Any, env: ContractEnv) -> None:
+    """Static checks; then, for a harness with ``conformance_script(commands) -> turns``, two
+    trials through the proxy with the ``scripted`` policy on fix-add: the solving script must
+    earn reward 1 and the empty one 0, each with one call per turn, every sampled token trained.
+    """
     _expect(isinstance(component.dialect, str) and component.dialect, "harness needs a dialect")
     _expect(
         component.dialect in env.registry.names("dialect"),
         f"harness speaks {component.dialect!r}, which no installed dialect plugin serves",
     )
-    _problems(component)
+    fatal = [str(p) for p in _problems(component) if p.fatal]
+    _expect(not fatal, f"harness preflight failed: {'; '.join(fatal)}")
+    if not hasattr(component, "conformance_script"):
+        return
+    for commands, expected in ((CONFORMANCE_COMMANDS, 1.0), ([], 0.0)):
+        turns = component.conformance_script(list(commands))
+        result, sampled = scripted_trial(component, turns, env, f"contract-harness-{int(expected)}")
+        what = f"{'solving' if commands else 'do-nothing'} script"
+        _expect(
+            result.termination == Termination.COMPLETED,
+            f"{what}: trial ended {result.termination}: {result.reason}",
+        )
+        _expect(result.reward == expected, f"{what}: reward {result.reward} != {expected}")
+        _expect(result.calls == len(turns), f"{what}: {result.calls} calls for {len(turns)} turns")
+        trained = result.trajectory.trained_tokens if result.trajectory else 0
+        _expect(
+            trained == sampled > 0,
+            f"{what}: {trained} trained tokens, but the policy sampled {sampled}",
+        )
+
+
+def scripted_trial(
+    harness: Any, turns: list[dict[str, Any]], env: ContractEnv, trial_id: str
+) -> tuple[TrialResult, int]:
+    """One trial of ``harness`` on fix-add, the ``scripted`` policy answering with ``turns``
+    through the proxy; returns the result and the number of completion tokens sampled."""
+    from lego_rl.engine.trial import TrialRunner, TrialSetup
+    from lego_rl.proxy.server import ProxyServer
+
+    for kind, name in (("inference", "scripted"), ("verifier", "test-script")):
+        _expect(name in env.registry.names(kind), f"the harness contract needs the {kind} plugin {name!r}")
+    env = replace(env, model=env.model.model_copy(update={"max_context": HARNESS_CONTEXT}))
+    ctx = env.build_context()
+    inference = env.registry.build("inference", "scripted", {"turns": turns, "device": "cpu"}, ctx)
+    calls: list[CallRecord] = []
+    proxy = ProxyServer(
+        inference,
+        {harness.dialect: env.registry.build("dialect", harness.dialect, None, ctx)},
+        model_name=env.model.name,
+        max_context=HARNESS_CONTEXT,
+        chat_template=env.model.chat_template,
+        on_call=calls.append,
+    )
+    setup = TrialSetup(
+        sandbox=env.sandbox_backend(),
+        harness=harness,
+        verifier=env.registry.build("verifier", "test-script", None, ctx),
+        proxy=proxy,
+        dialect=harness.dialect,
+        model_name=env.model.name,
+        sampling=Sampling(temperature=1.0, max_tokens=512),
+        max_calls=len(turns) + 2,
+    )
+    proxy.start()
+    try:
+        result = TrialRunner(setup).run(env.task("fix-add"), trial_id)
+    finally:
+        proxy.stop()
+    return result, sum(len(c.completion_ids) for c in calls if c.error is None)
 
 
 def dialect_contract(component: Any, env: ContractEnv) -> None:

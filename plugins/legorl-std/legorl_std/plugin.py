@@ -1,15 +1,19 @@
 """Entry point of legorl-std: each kind's registration lives beside its implementation."""
 
-from legorl_std.dialect_openai_chat import legorl_register_dialect
+from legorl_std.anticheat import legorl_register_anticheat
+from legorl_std.dialects import legorl_register_dialect
 from legorl_std.filters import legorl_register_filter
 from legorl_std.harbor_tasks import legorl_register_tasks
 from legorl_std.local_sandbox import legorl_register_sandbox
+from legorl_std.scripted_harness import legorl_register_harness
 from legorl_std.store_observer import legorl_register_observer
 from legorl_std.test_script import legorl_register_verifier
 
 __all__ = [
+    "legorl_register_anticheat",
     "legorl_register_dialect",
     "legorl_register_filter",
+    "legorl_register_harness",
     "legorl_register_observer",
     "legorl_register_sandbox",
     "legorl_register_tasks",
