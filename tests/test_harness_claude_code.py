@@ -8,24 +8,23 @@ sandbox on the kit's fix-add task, against a scripted Anthropic messages server 
 from __future__ import annotations
 
 import json
-import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_fakes import (
+    FIX, FakeServer, Turn, assert_failed_fast, assert_fixed,
+    end_to_end, plugin_registry, run_trial, spec_with, streamed,
+)
 from legorl_claude_code import ClaudeCode, ClaudeCodeOptions, plugin
 from legorl_claude_code.harness import native_binary
 from legorl_claude_code.outcome import classify, render_transcript
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.data import Termination
-from lego_rl.kinds import Endpoint, ExecResult, Harness, first_fatal
+from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
 from lego_rl.registry import BuildContext, Registry
-from lego_rl.testing.contracts import ContractEnv
 
 ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy", small_model="policy-sub")
 installed = pytest.mark.skipif(not native_binary().is_file(), reason="Claude Code is not installed (scripts/setup.sh)")
@@ -33,10 +32,7 @@ installed = pytest.mark.skipif(not native_binary().is_file(), reason="Claude Cod
 
 @pytest.fixture
 def registry() -> Iterator[Registry]:
-    reg = Registry()
-    reg.add_module(plugin, name="claude-code", distribution="legorl-claude-code")
-    yield reg
-    reg.remove_module(plugin)
+    yield from plugin_registry(plugin, "claude-code", "legorl-claude-code")
 
 
 # ---------------------------------------------------------------- registration, preflight
@@ -87,11 +83,7 @@ def test_command_line_and_environment() -> None:
 
 
 def test_output_limit_follows_the_spec() -> None:
-    from lego_rl.spec.models import Spec
-
-    blocks = {k: {"plugin": "x"} for k in ("tasks", "sandbox", "harness", "dialect", "verifier",
-                                          "optimizer", "inference", "trainer")}
-    spec = Spec.model_validate({"model": {"name": "m"}, "run": {"max_tokens": 48, "max_turns": 5}, **blocks})
+    spec = spec_with({"max_tokens": 48, "max_turns": 5})
     harness = ClaudeCode(ClaudeCodeOptions(), BuildContext(spec=spec))
     assert harness.model_env(ENDPOINT, timeout=9)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "48"
     assert "--max-turns 5 " in harness.command_line(Path("/opt/claude"))
@@ -144,58 +136,10 @@ def test_transcript_shows_bash_calls_as_commands() -> None:
 # ---------------------------------------------------------------- end to end (test doubles)
 
 
-Turn = dict[str, Any]
-"""A scripted reply: {"text": ..., "bash": command} or {"status": int, "error": message}."""
-
-
-class FakeAnthropic:
-    """An Anthropic messages server on 127.0.0.1 that streams scripted replies as SSE."""
-
-    def __init__(self, reply: Callable[[int, dict[str, Any]], Turn]):
-        self.requests: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_HEAD(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "key": self.headers.get("x-api-key"), "body": body})
-                turn = reply(len(outer.requests), body)
-                if "status" in turn:
-                    data = json.dumps({"type": "error", "error": {"type": "api_error", "message": turn["error"]}})
-                    self.send_response(turn["status"])
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data.encode())
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for event in sse_events(len(outer.requests), body["model"], turn):
-                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/s/trial-1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def sse_events(n: int, model: str, turn: Turn) -> list[dict[str, Any]]:
+def sse_events(n: int, body: dict[str, Any], turn: Turn) -> list[dict[str, Any]]:
     """A text block, then a Bash tool_use block when the turn has one."""
     usage = {"input_tokens": 10, "output_tokens": 1}
-    message = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": [],
+    message = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": body["model"], "content": [],
                "stop_reason": None, "stop_sequence": None, "usage": usage}  # fmt: skip
     events = [{"type": "message_start", "message": message}]
     blocks = [({"type": "text", "text": ""}, {"type": "text_delta", "text": turn.get("text", "")})]
@@ -213,39 +157,25 @@ def sse_events(n: int, model: str, turn: Turn) -> list[dict[str, Any]]:
     return [*events, {"type": "message_stop"}]
 
 
-def run_trial(tmp_path: Path, reply: Callable[[int, dict[str, Any]], Turn], **options: Any) -> tuple[Any, FakeAnthropic, str]:
-    server = FakeAnthropic(reply)
-    task = ContractEnv(tmp=tmp_path, registry=Registry()).task("fix-add")
-    sandbox = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext()).start(task, "t1")
-    endpoint = Endpoint(base_url=sandbox.endpoint_url(server.url), api_key="sk-session", model="policy", small_model="policy")
-    try:
-        result = ClaudeCode(ClaudeCodeOptions(**options)).run(sandbox, task, endpoint, timeout=120)
-        calc = sandbox.host_path("/app/calc.py").read_text()
-    finally:
-        sandbox.stop()
-        server.close()
+def error(message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "api_error", "message": message}}
+
+
+def trial(tmp_path: Path, reply: Callable[[int, dict[str, Any]], Turn], **options: Any) -> tuple[HarnessResult, FakeServer, str]:
+    """One run against a scripted Anthropic messages server (SSE): {"text": ..., "bash": command}
+    or {"status": int, "error": message} a turn."""
+    harness = ClaudeCode(ClaudeCodeOptions(**options))
+    result, server, calc, _ = run_trial(tmp_path, harness, streamed(reply, sse_events, error), small_model="policy")
     return result, server, calc
 
 
-needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-
-
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_fixes_the_file_and_completes(tmp_path: Path) -> None:
-    def reply(n: int, body: dict[str, Any]) -> Turn:
-        return {"text": "Fixing.", "bash": "sed -i 's/a - b/a + b/' calc.py"} if n == 1 else {"text": "Done."}
+    result, server, calc = trial(tmp_path, lambda n, body: {"text": "Fixing.", "bash": FIX} if n == 1 else {"text": "Done."})
 
-    result, server, calc = run_trial(tmp_path, reply)
-
-    assert result.termination == Termination.COMPLETED, result.reason
-    assert calc == "def add(a, b):\n    return a + b\n"
-    assert len(server.requests) == 2
-    first = server.requests[0]
-    assert first["path"] == "/s/trial-1/v1/messages?beta=true"
+    first = assert_fixed(result, server, calc, "/s/trial-1/v1/messages?beta=true")
     assert first["key"] == "sk-session"
-    assert first["body"]["model"] == "policy" and first["body"]["stream"] is True
+    assert first["body"]["stream"] is True
     assert "Bash" in [t["name"] for t in first["body"]["tools"]]
     assert "defines `add(a, b)`, but it subtracts" in json.dumps(first["body"]["messages"])
     last = server.requests[1]["body"]["messages"][-1]["content"]
@@ -254,25 +184,19 @@ def test_fixes_the_file_and_completes(tmp_path: Path) -> None:
     assert result.details["num_turns"] == 2
 
 
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_turn_limit_ends_as_max_turns(tmp_path: Path) -> None:
-    result, server, _ = run_trial(tmp_path, lambda n, body: {"text": "", "bash": "ls"}, max_turns=2)
+    result, server, _ = trial(tmp_path, lambda n, body: {"text": "", "bash": "ls"}, max_turns=2)
 
     assert result.termination == Termination.MAX_TURNS, result.reason
     assert len(server.requests) == 2
     assert result.transcript.count("$ ls") == 2
 
 
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
     started = time.monotonic()
-    result, server, _ = run_trial(tmp_path, lambda n, body: {"status": 500, "error": "inference backend is down"})
+    result, server, _ = trial(tmp_path, lambda n, body: {"status": 500, "error": "inference backend is down"})
 
-    assert result.termination == Termination.API_ERROR, result.reason
+    assert_failed_fast(result, server, time.monotonic() - started)
     assert "500" in result.reason
-    assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
-    assert time.monotonic() - started < 60

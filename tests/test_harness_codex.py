@@ -8,25 +8,25 @@ sandbox on the kit's fix-add task, against a scripted OpenAI Responses server (S
 from __future__ import annotations
 
 import json
-import shutil
-import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_fakes import (
+    FIX, FakeServer, Turn, assert_failed_fast, assert_fixed,
+    end_to_end, plugin_registry, run_trial, streamed,
+)
 from legorl_codex import Codex, CodexOptions, plugin
 from legorl_codex.config import build_config, to_toml
 from legorl_codex.harness import vendor_dir
 from legorl_codex.outcome import classify, render_transcript
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.data import Termination
-from lego_rl.kinds import Endpoint, ExecResult, Harness, first_fatal
-from lego_rl.registry import BuildContext, Registry
+from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
+from lego_rl.registry import Registry
 from lego_rl.testing.contracts import ContractEnv
 
 ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy")
@@ -35,10 +35,7 @@ installed = pytest.mark.skipif(not (vendor_dir() / "bin" / "codex").is_file(), r
 
 @pytest.fixture
 def registry() -> Iterator[Registry]:
-    reg = Registry()
-    reg.add_module(plugin, name="codex", distribution="legorl-codex")
-    yield reg
-    reg.remove_module(plugin)
+    yield from plugin_registry(plugin, "codex", "legorl-codex")
 
 
 # ---------------------------------------------------------------- registration, preflight
@@ -140,50 +137,7 @@ def test_transcript_shows_commands_with_output() -> None:
 # ---------------------------------------------------------------- end to end (test doubles)
 
 
-Turn = dict[str, Any]
-"""A scripted reply: {"text": ..., "cmd": command} or {"status": int, "error": message}."""
-
-
-class FakeResponses:
-    """An OpenAI Responses server on 127.0.0.1 that streams scripted replies as SSE."""
-
-    def __init__(self, reply: Callable[[int, dict[str, Any]], Turn]):
-        self.requests: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                turn = reply(len(outer.requests), body)
-                if "status" in turn:
-                    data = json.dumps({"error": {"type": "server_error", "message": turn["error"]}})
-                    self.send_response(turn["status"])
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data.encode())
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for event in sse_events(len(outer.requests), turn):
-                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/s/trial-1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def sse_events(n: int, turn: Turn) -> list[dict[str, Any]]:
+def sse_events(n: int, body: dict[str, Any], turn: Turn) -> list[dict[str, Any]]:
     """A message item, then an exec_command function call when the turn has one."""
     text = turn.get("text", "")
     message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
@@ -208,39 +162,24 @@ def sse_events(n: int, turn: Turn) -> list[dict[str, Any]]:
     return [*events, {"type": "response.completed", "response": done}]
 
 
-def run_trial(tmp_path: Path, reply: Callable[[int, dict[str, Any]], Turn], **options: Any) -> tuple[Any, FakeResponses, str]:
-    server = FakeResponses(reply)
-    task = ContractEnv(tmp=tmp_path, registry=Registry()).task("fix-add")
-    sandbox = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext()).start(task, "t1")
-    endpoint = Endpoint(base_url=sandbox.endpoint_url(server.url), api_key="sk-session", model="policy")
-    try:
-        result = Codex(CodexOptions(**options)).run(sandbox, task, endpoint, timeout=120)
-        calc = sandbox.host_path("/app/calc.py").read_text()
-    finally:
-        sandbox.stop()
-        server.close()
+def error(message: str) -> dict[str, Any]:
+    return {"error": {"type": "server_error", "message": message}}
+
+
+def trial(tmp_path: Path, reply: Callable[[int, dict[str, Any]], Turn], **options: Any) -> tuple[HarnessResult, FakeServer, str]:
+    """One run against a scripted OpenAI Responses server (SSE): {"text": ..., "cmd": command}
+    or {"status": int, "error": message} a turn."""
+    result, server, calc, _ = run_trial(tmp_path, Codex(CodexOptions(**options)), streamed(reply, sse_events, error))
     return result, server, calc
 
 
-needs_sandbox = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
-
-
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_fixes_the_file_and_completes(tmp_path: Path) -> None:
-    def reply(n: int, body: dict[str, Any]) -> Turn:
-        return {"text": "Fixing.", "cmd": "sed -i 's/a - b/a + b/' calc.py"} if n == 1 else {"text": "Done."}
+    result, server, calc = trial(tmp_path, lambda n, body: {"text": "Fixing.", "cmd": FIX} if n == 1 else {"text": "Done."})
 
-    result, server, calc = run_trial(tmp_path, reply)
-
-    assert result.termination == Termination.COMPLETED, result.reason
-    assert calc == "def add(a, b):\n    return a + b\n"
-    assert len(server.requests) == 2
-    first = server.requests[0]
-    assert first["path"] == "/s/trial-1/v1/responses"
+    first = assert_fixed(result, server, calc, "/s/trial-1/v1/responses")
     assert first["auth"] == "Bearer sk-session"
-    assert first["body"]["model"] == "policy" and first["body"]["stream"] is True
+    assert first["body"]["stream"] is True
     assert "exec_command" in [t.get("name") for t in first["body"]["tools"]]
     assert {t["type"] for t in first["body"]["tools"]} == {"function"}, "no web search, no namespaces"
     assert "defines `add(a, b)`, but it subtracts" in json.dumps(first["body"]["input"])
@@ -250,21 +189,15 @@ def test_fixes_the_file_and_completes(tmp_path: Path) -> None:
     assert result.details["commands"] == 1 and result.details["turns"] == 1
 
 
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
     started = time.monotonic()
-    result, server, _ = run_trial(tmp_path, lambda n, body: {"status": 500, "error": "inference backend is down"})
+    result, server, _ = trial(tmp_path, lambda n, body: {"status": 500, "error": "inference backend is down"})
 
-    assert result.termination == Termination.API_ERROR, result.reason
-    assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
-    assert time.monotonic() - started < 60
+    assert_failed_fast(result, server, time.monotonic() - started)
 
 
-@pytest.mark.slow
-@installed
-@needs_sandbox
+@end_to_end(installed)
 def test_harness_contract_fails_a_script_that_does_not_solve(tmp_path: Path) -> None:
     from lego_rl.registry import default_registry
     from lego_rl.testing.contracts import ContractError, harness_contract

@@ -7,25 +7,21 @@ non-essential traffic off, and reads back the stream-json events it wrote.
 
 from __future__ import annotations
 
-import json
 import platform
 import shlex
-import shutil
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import Termination
+from lego_rl import harness_kit as kit
 from lego_rl.kinds import Endpoint, HarnessResult, Problem, Sandbox, Task
 from lego_rl.registry import BuildContext
 from legorl_claude_code.options import ClaudeCodeOptions
-from legorl_claude_code.outcome import classify, parse_events, render_transcript
+from legorl_claude_code.outcome import classify, render_transcript
 
 VERSION = "2.1.332"
 DIST_DIR = Path(__file__).resolve().parents[1]
 """The distribution directory: its package.json pins the CLI, ``npm ci`` installs it here."""
-LOGS = "/logs/agent"
+LOGS = kit.LOGS
 INSTRUCTION_FILE = f"{LOGS}/instruction.md"
 EVENTS_FILE = f"{LOGS}/claude-code.jsonl"
 INSTALL = (
@@ -59,9 +55,7 @@ class ClaudeCode:
     @property
     def max_turns(self) -> int:
         """The option, else the spec's ``run.max_turns``."""
-        if self.options.max_turns is not None:
-            return self.options.max_turns
-        return self.ctx.spec.run.max_turns if self.ctx.spec is not None else 8
+        return kit.max_turns(self.options.max_turns, self.ctx)
 
     @property
     def max_tokens(self) -> int | None:
@@ -70,22 +64,13 @@ class ClaudeCode:
 
     def command_path(self) -> Path | None:
         """The absolute path of the `claude` executable, or None if it is not there."""
-        raw = self.options.command
-        if raw is None:
-            path = native_binary()
-        elif "/" in raw:
-            path = self.ctx.path(raw)
-        else:
-            found = shutil.which(raw)
-            path = Path(found) if found else Path(raw)
-        return path if path.is_file() else None
+        return kit.find_cli(self.options.command, native_binary(), self.ctx)
 
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
-            where = self.options.command or str(native_binary())
-            return [Problem(f"Claude Code CLI not found: {where}", INSTALL)]
+            return [kit.cli_missing("Claude Code", self.options.command, native_binary(), INSTALL)]
         if self.options.command is None:
-            installed = _package_version(native_binary().parent)
+            installed = kit.npm_version(native_binary().parent)
             wanted = self.options.version
             if wanted is not None and not _matches(installed, wanted):
                 return [
@@ -95,51 +80,28 @@ class ClaudeCode:
                         "harness.options.command at a `claude` of that version",
                     )
                 ]
-            if installed != VERSION:
-                return [
-                    Problem(
-                        f"Claude Code {installed or 'of unknown version'} is installed; "
-                        f"this plugin is tested with {VERSION}",
-                        f"run `npm ci` in {DIST_DIR}",
-                        fatal=False,
-                    )
-                ]
+            return kit.untested_version("Claude Code", installed, VERSION, f"run `npm ci` in {DIST_DIR}")
         return []
 
     def conformance_script(self, commands: list[str]) -> list[dict[str, Any]]:
         """The policy turns that run each shell command with the Bash tool, then finish."""
-        turns: list[dict[str, Any]] = [
-            {"text": "", "tool_calls": [{"name": "Bash", "arguments": {"command": c}}]} for c in commands
-        ]
-        return [*turns, {"text": "Done." if commands else "Nothing to change."}]
+        return kit.command_turns("Bash", "command", commands)
 
     def run(self, sandbox: Sandbox, task: Task, endpoint: Endpoint, timeout: float) -> HarnessResult:
         timeout = self.options.timeout or timeout
         claude = self.command_path()
         if claude is None:
-            return HarnessResult(Termination.HARNESS_CRASH, reason=f"Claude Code CLI not found ({INSTALL})")
-        prepared = sandbox.exec(f"mkdir -p {LOGS} && rm -f {EVENTS_FILE}", timeout=30)
-        if prepared.exit_code != 0:
-            return HarnessResult(
-                Termination.SANDBOX_ERROR, prepared.exit_code, f"cannot create {LOGS}: {prepared.stderr}"
-            )
-        with tempfile.TemporaryDirectory(prefix="legorl-claude-") as tmp:
-            local = Path(tmp)
-            (local / "instruction.md").write_text(task.instruction)
-            sandbox.upload(local / "instruction.md", INSTRUCTION_FILE)
-            started = time.monotonic()
-            execution = sandbox.exec(
-                self.command_line(claude),
-                timeout=timeout,
-                env={**ENV, **self.model_env(endpoint, timeout), **self.options.extra_env},
-                cwd=sandbox.workdir,
-            )
-            events = parse_events(_download_text(sandbox, EVENTS_FILE, local / "events.jsonl"))
-        result = classify(execution, events)
-        result.transcript = render_transcript(events)
-        result.details["seconds"] = round(time.monotonic() - started, 3)
-        return result
-
+            return kit.not_found("Claude Code", INSTALL)
+        if (failed := kit.prepare(sandbox, LOGS, EVENTS_FILE)) is not None:
+            return failed
+        execution, output, started = kit.run_cli(
+            sandbox, self.command_line(claude), EVENTS_FILE, {INSTRUCTION_FILE: task.instruction},
+            timeout=timeout,
+            env={**ENV, **self.model_env(endpoint, timeout), **self.options.extra_env},
+            cwd=sandbox.workdir,
+        )
+        events = kit.json_lines(output)
+        return kit.finished(classify(execution, events), render_transcript(events), started)
     def model_env(self, endpoint: Endpoint, timeout: float) -> dict[str, str]:
         """The model API, model names, retries and output limit, for the proxy session."""
         small = endpoint.small_model or endpoint.model
@@ -167,26 +129,10 @@ class ClaudeCode:
         if self.options.tools is not None:
             argv += ["--tools", ",".join(self.options.tools)]
         argv += self.options.extra_args
-        quoted = " ".join(shlex.quote(part) for part in argv)
-        return f"{quoted} <{INSTRUCTION_FILE} >{EVENTS_FILE}"
+        return f"{shlex.join(argv)} <{INSTRUCTION_FILE} >{EVENTS_FILE}"
 
 
 def _matches(installed: str, wanted: str) -> bool:
     """Whether a version is ``wanted`` itself or one of its releases (``2.1`` -> ``2.1.x``)."""
     return installed == wanted or installed.startswith(wanted.rstrip(".") + ".")
 
-
-def _package_version(package_dir: Path) -> str:
-    try:
-        return str(json.loads((package_dir / "package.json").read_text()).get("version", ""))
-    except (OSError, ValueError):
-        return ""
-
-
-def _download_text(sandbox: Sandbox, src: str, dst: Path) -> str:
-    """The text file at src inside the sandbox, or '' if it is missing."""
-    try:
-        sandbox.download(src, dst)
-        return dst.read_text(errors="replace")
-    except Exception:  # noqa: BLE001 - a missing file raises whatever the sandbox backend raises
-        return ""

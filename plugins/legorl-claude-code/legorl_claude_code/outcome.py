@@ -13,29 +13,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lego_rl import harness_kit as kit
 from lego_rl.data import Termination
+from lego_rl.harness_kit import TAIL
 from lego_rl.kinds import ExecResult, HarnessResult
 
-TAIL = 2000
 TERMINAL_REASONS: dict[str, Termination] = {
     "max_turns": Termination.MAX_TURNS,
     "prompt_too_long": Termination.CONTEXT_OVERFLOW,
     "api_error": Termination.API_ERROR,
 }
 """Claude Code's ``terminal_reason`` of a failed run -> ours."""
-
-
-def parse_events(text: str) -> list[dict[str, Any]]:
-    """The JSON events of a stream-json output; lines that are not JSON objects are skipped."""
-    events = []
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResult:
@@ -45,18 +33,12 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
     if final is not None:
         keys = ("subtype", "terminal_reason", "num_turns", "session_id", "api_error_status")
         details = {k: final[k] for k in keys if k in final}
-
-    def result(termination: Termination, reason: str) -> HarnessResult:
-        return HarnessResult(termination, execution.exit_code, reason, details=details)
-
-    if execution.timed_out:
-        return result(Termination.AGENT_TIMEOUT, f"Claude Code ran past {execution.seconds:.0f} s")
+    result = kit.outcome(execution, details)
+    if (late := kit.timed_out("Claude Code", execution, result)) is not None:
+        return late
     if final is None:
-        said = (execution.stderr or execution.stdout)[-TAIL:].strip()
-        return result(
-            Termination.HARNESS_CRASH,
-            f"Claude Code exited with code {execution.exit_code} without a result event\n{said}".strip(),
-        )
+        what = f"Claude Code exited with code {execution.exit_code} without a result event"
+        return result(Termination.HARNESS_CRASH, kit.crash_reason(what, execution))
     message = str(final.get("result") or "; ".join(map(str, final.get("errors") or [])))[-TAIL:]
     if final.get("subtype") == "error_max_turns":
         return result(Termination.MAX_TURNS, message or "Claude Code reached --max-turns")

@@ -8,27 +8,12 @@ agent_message, reasoning, command_execution, file_change, error, ...), and one o
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from lego_rl import harness_kit as kit
 from lego_rl.data import Termination
+from lego_rl.harness_kit import TAIL
 from lego_rl.kinds import ExecResult, HarnessResult
-
-TAIL = 2000
-CONTEXT_OVERFLOW = re.compile(r"context window|context length|maximum context|prompt is too long", re.IGNORECASE)
-
-
-def parse_events(text: str) -> list[dict[str, Any]]:
-    """The JSON events of a ``--json`` output; lines that are not JSON objects are skipped."""
-    events = []
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResult:
@@ -42,22 +27,16 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
     thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
     if thread:
         details["thread_id"] = thread
-
-    def result(termination: Termination, reason: str) -> HarnessResult:
-        return HarnessResult(termination, execution.exit_code, reason, details=details)
-
-    if execution.timed_out:
-        return result(Termination.AGENT_TIMEOUT, f"Codex ran past {execution.seconds:.0f} s")
+    result = kit.outcome(execution, details)
+    if (late := kit.timed_out("Codex", execution, result)) is not None:
+        return late
     if ends and ends[-1]["type"] == "turn.completed" and execution.exit_code == 0:
         return result(Termination.COMPLETED, "Codex finished its turn")
     if ends and ends[-1]["type"] == "turn.failed":
         message = str((ends[-1].get("error") or {}).get("message", ""))[-TAIL:]
-        kind = Termination.CONTEXT_OVERFLOW if CONTEXT_OVERFLOW.search(message) else Termination.API_ERROR
-        return result(kind, f"model API error: {message}")
-    said = (execution.stderr or execution.stdout)[-TAIL:].strip()
-    return result(
-        Termination.HARNESS_CRASH, f"Codex exited with code {execution.exit_code} before its turn ended\n{said}".strip()
-    )
+        return result(kit.api_failure(message), f"model API error: {message}")
+    what = f"Codex exited with code {execution.exit_code} before its turn ended"
+    return result(Termination.HARNESS_CRASH, kit.crash_reason(what, execution))
 
 
 def render_transcript(events: list[dict[str, Any]]) -> str:

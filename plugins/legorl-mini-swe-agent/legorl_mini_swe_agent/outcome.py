@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from lego_rl import harness_kit as kit
 from lego_rl.data import Termination
+from lego_rl.harness_kit import TAIL
 from lego_rl.kinds import ExecResult, HarnessResult
 
 EXIT_STATUSES: dict[str, Termination] = {
@@ -17,12 +18,6 @@ EXIT_STATUSES: dict[str, Termination] = {
 }
 """mini-swe-agent's own exit statuses (``info.exit_status`` of its trajectory)."""
 
-CONTEXT_OVERFLOW = re.compile(
-    r"ContextWindowExceeded|context[ _](length|window)|maximum context|prompt is too long",
-    re.IGNORECASE,
-)
-TAIL = 2000
-
 
 def classify(execution: ExecResult, trajectory: dict[str, Any] | None) -> HarnessResult:
     """The termination of one run, with a reason a person can act on."""
@@ -31,21 +26,15 @@ def classify(execution: ExecResult, trajectory: dict[str, Any] | None) -> Harnes
     last = _last_message(trajectory)
     error = str(last.get("extra", {}).get("exception_str", "") or "")
     details = {"exit_status": status, "api_calls": info.get("model_stats", {}).get("api_calls", 0)}
-
-    def result(termination: Termination, reason: str) -> HarnessResult:
-        return HarnessResult(termination, execution.exit_code, reason, details=details)
-
-    if execution.timed_out:
-        return result(Termination.AGENT_TIMEOUT, f"mini-swe-agent ran past {execution.seconds:.0f} s")
+    result = kit.outcome(execution, details)
+    if (late := kit.timed_out("mini-swe-agent", execution, result)) is not None:
+        return late
     if status in EXIT_STATUSES:
         return result(EXIT_STATUSES[status], f"mini-swe-agent exit status {status}")
     if _is_model_api_error(status, error):
-        overflow = CONTEXT_OVERFLOW.search(f"{status} {error}")
-        kind = Termination.CONTEXT_OVERFLOW if overflow else Termination.API_ERROR
-        return result(kind, f"model API error {status}: {error[-TAIL:]}")
-    said = (execution.stderr or execution.stdout)[-TAIL:]
+        return result(kit.api_failure(f"{status} {error}"), f"model API error {status}: {error[-TAIL:]}")
     what = f"exit status {status!r}: {error[-TAIL:]}" if status else f"exit code {execution.exit_code}"
-    return result(Termination.HARNESS_CRASH, f"mini-swe-agent ended with {what}\n{said}".strip())
+    return result(Termination.HARNESS_CRASH, kit.crash_reason(f"mini-swe-agent ended with {what}", execution))
 
 
 def _is_model_api_error(status: str, error: str) -> bool:
