@@ -577,14 +577,11 @@ class LocalSandbox:
 
     def _bwrap_argv(self, cwd: str, relayed: bool) -> list[str]:
         argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+        argv += self._expose_under(Path("/tmp"))  # a checkout or venv under /tmp stays usable
         hidden = [p for p in self._hidden if p.exists() and not _under_own_mount(str(p))]
         for path in hidden:
             argv += ["--perms", "0755", "--tmpfs", str(path)]
-            for exposed in self._exposed:
-                if exposed.is_relative_to(path) and exposed != path:
-                    for parent in reversed(exposed.relative_to(path).parents[:-1]):
-                        argv += ["--perms", "0755", "--dir", str(path / parent)]
-                    argv += ["--ro-bind", str(exposed), str(exposed)]
+            argv += self._expose_under(path)
         made: set[str] = set()
         for point in sorted(self._mounts, key=lambda m: m.count("/")):
             for parent in reversed(Path(point).parents[:-1]):  # bwrap would make them 0700
@@ -608,6 +605,20 @@ class LocalSandbox:
         ]  # fmt: skip
 
 
+    def _expose_under(self, covered: Path) -> list[str]:
+        """Bind back, read-only, the exposed paths that a fresh mount at ``covered`` hid."""
+        argv: list[str] = []
+        made: set[Path] = set()
+        for exposed in self._exposed:
+            if exposed.is_relative_to(covered) and exposed != covered and exposed.exists():
+                for parent in reversed(exposed.relative_to(covered).parents[:-1]):
+                    if covered / parent not in made:
+                        made.add(covered / parent)
+                        argv += ["--perms", "0755", "--dir", str(covered / parent)]
+                argv += ["--ro-bind", str(exposed), str(exposed)]
+        return argv
+
+
 def _release(snapshot: Snapshot, uid_lock: int | None) -> None:
     try:
         snapshot.unmount()
@@ -623,11 +634,27 @@ def _declared_network(task: Task) -> str:
 
 
 def _exposed_paths(extra: list[str]) -> list[Path]:
-    """What every command needs even under a hidden path: the interpreter, this package."""
+    """What every command needs even under a hidden path or the private /tmp: the
+    interpreter, and the directory of every installed lego_rl plugin distribution (a
+    harness plugin keeps its pinned CLI there, e.g. node_modules)."""
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.path.dirname(netforward.__file__)}
-    paths |= set(extra)
+    paths |= set(_plugin_dirs()) | set(extra)
     real = {Path(os.path.realpath(p)) for p in paths} | {Path(os.path.abspath(p)) for p in paths}
     return sorted(real)
+
+
+def _plugin_dirs() -> list[str]:
+    """The directory holding each lego_rl plugin package (its distribution's root for an
+    editable install, site-packages otherwise)."""
+    import importlib.metadata
+    import importlib.util
+
+    dirs = set()
+    for ep in importlib.metadata.entry_points(group="lego_rl"):
+        spec = importlib.util.find_spec(ep.module.split(".")[0])
+        if spec is not None and spec.origin:
+            dirs.add(os.path.dirname(os.path.dirname(spec.origin)))
+    return sorted(dirs)
 
 
 def _write_identity(trial_dir: Path, user: tuple[int, int]) -> None:
