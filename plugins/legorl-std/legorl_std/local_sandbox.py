@@ -644,12 +644,14 @@ def _exposed_paths(extra: list[str]) -> list[Path]:
 
 
 def _plugin_dirs() -> list[str]:
-    """The directory holding each lego_rl plugin package (its distribution's root for an
-    editable install, site-packages otherwise)."""
+    """The core package, and the directory holding each lego_rl plugin package (its
+    distribution's root for an editable install, site-packages otherwise)."""
     import importlib.metadata
     import importlib.util
 
-    dirs = set()
+    import lego_rl
+
+    dirs = {os.path.dirname(lego_rl.__file__)}
     for ep in importlib.metadata.entry_points(group="lego_rl"):
         spec = importlib.util.find_spec(ep.module.split(".")[0])
         if spec is not None and spec.origin:
