@@ -578,7 +578,12 @@ class LocalSandbox:
     def _bwrap_argv(self, cwd: str, relayed: bool) -> list[str]:
         argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
         argv += self._expose_under(Path("/tmp"))  # a checkout or venv under /tmp stays usable
-        hidden = [p for p in self._hidden if p.exists() and not _under_own_mount(str(p))]
+        hidden = [
+            p
+            for p in self._hidden
+            if p.exists()
+            and (not _under_own_mount(str(p)) or any(p.is_relative_to(e) for e in self._exposed))
+        ]  # under our own mounts only what we bound back in is visible, and needs hiding
         for path in hidden:
             argv += ["--perms", "0755", "--tmpfs", str(path)]
             argv += self._expose_under(path)
