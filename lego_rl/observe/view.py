@@ -21,8 +21,8 @@ METRIC_GROUPS: dict[str, dict[str, str]] = {
         "routing_agreement": r"routing.*agree|agree.*routing",
     },
     "scheduling": {
-        "trainer_wait": r"wait",
-        "staleness": r"stale",
+        "trainer_wait": r"wait_fraction|busy_fraction|busy_share",
+        "staleness": r"stale|version_lag",
     },
 }
 """Chart -> regular expression over step metric names; every numeric match is a series."""

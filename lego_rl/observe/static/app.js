@@ -126,7 +126,7 @@
   function drawThroughput() {
     drawGroup("throughput", "scheduling", {
       trials_per_min: "trials per minute", tokens_per_s: "tokens per second (sampled, trained)",
-      trainer_wait: "trainer wait fraction", staleness: "staleness (policy versions)",
+      trainer_wait: "trainer wait, slot and inference busy (fractions)", staleness: "staleness (policy-version lag)",
     }, {
       trials_per_min: ["trials_per_min"],
       tokens_per_s: ["sampled_tokens_per_s", "trained_tokens_per_s"],
