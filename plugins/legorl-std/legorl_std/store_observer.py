@@ -13,6 +13,7 @@ from lego_rl.kinds import Event
 from lego_rl.observe.store import RunStore, to_json
 from lego_rl.registry import BuildContext
 from legorl_std.dashboard_observer import DashboardOptions, dashboard
+from legorl_std.metric_sinks import TensorBoardOptions, WandbOptions, tensorboard, wandb
 
 
 class StoreOptions(BaseModel):
@@ -69,3 +70,5 @@ def legorl_register_observer(register) -> None:
     register("store", store, options=StoreOptions)
     register("jsonl", jsonl, options=JsonlOptions)
     register("dashboard", dashboard, options=DashboardOptions)
+    register("tensorboard", tensorboard, options=TensorBoardOptions)
+    register("wandb", wandb, options=WandbOptions)
