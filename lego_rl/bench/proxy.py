@@ -10,7 +10,7 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
   the proxy's process.
 - ``tokenize_turn100_over_turn1``: tokenizing turn 100 of one session over turn 1 (both with
   the shared system/tools prefix cached); ``render_tokenize_turn100_over_turn1`` adds the
-  chat-template rendering, which still walks the whole history.
+  chat-template rendering (incremental: only the messages a turn adds are rendered).
 """
 
 from __future__ import annotations
@@ -235,6 +235,7 @@ def _serve_load(
                 server.handler.prefix_cache.hits,
                 server.handler.prefix_cache.misses,
             ),
+            "renders": dict(server.handler.renderer.counts),
         }
     finally:
         server.stop()
@@ -250,7 +251,7 @@ def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
     from legorl_std.dialect_anthropic import AnthropicDialect
 
     from lego_rl.proxy.pipeline import CallHandler
-    from lego_rl.proxy.render import render_text, tokenize_prompt
+    from lego_rl.proxy.render import tokenize_prompt
     from lego_rl.proxy.session import ProxySession
 
     dialect = AnthropicDialect()
@@ -269,10 +270,11 @@ def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
         if turn in (1, turns):
             thread = session.threads[0] if session.threads else None
             context = thread.context if thread else None
+            rendering = thread.rendering if thread else None
             best = (float("inf"), float("inf"))
             for _ in range(5):
                 t0 = time.perf_counter()
-                text = render_text(tokenizer, request, None)
+                text, _ = handler.renderer.render(request, [rendering])
                 t1 = time.perf_counter()
                 tokenize_prompt(tokenizer, text, context, handler.prefix_cache)
                 t2 = time.perf_counter()
@@ -342,6 +344,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "first_body_kb": min(paced["sizes"]) / 1024,
         "extends_share": paced["extends_share"],
         "prefix_cache_hits_misses": list(paced["cache"]),
+        "renders": paced["renders"],
     }
 
     closed = _serve_load(

@@ -19,6 +19,7 @@ from lego_rl.data import CallRecord, Generation, Sampling
 from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import BadRequest, ProxyError
+from lego_rl.proxy.incremental import IncrementalRenderer
 from lego_rl.proxy.render import (
     Context,
     PrefixCache,
@@ -129,10 +130,12 @@ class CallHandler:
     template: str | None = None
     on_call: Callable[[CallRecord], None] | None = None
     prefix_cache: PrefixCache | None = None
+    renderer: IncrementalRenderer = field(init=False)
 
     def __post_init__(self) -> None:
         if self.prefix_cache is None:
             self.prefix_cache = PrefixCache(self.inference.tokenizer)
+        self.renderer = IncrementalRenderer(self.inference.tokenizer, self.template)
 
     # -------------------------------------------------------------- entry points
 
@@ -185,7 +188,9 @@ class CallHandler:
                 kind=errors.UNSUPPORTED,
             )
         tokenizer = self.inference.tokenizer
-        text = render_text(tokenizer, request, self.template)
+        with session.lock:
+            earlier = [t.rendering for t in session.threads]
+        text, rendering = self.renderer.render(request, earlier)
         with session.lock:
             if session.max_calls is not None and session.started >= session.max_calls:
                 session.limit_hit = True
@@ -195,6 +200,7 @@ class CallHandler:
                     errors.MAX_CALLS,
                 )
             thread = session.thread_for(text, system_prompt(request), request.model)
+            thread.rendering = rendering
             rendered = tokenize_prompt(tokenizer, text, thread.context, self.prefix_cache)
             room = self.max_context - len(rendered.ids)
             if room < 1:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lego_rl.data import CallRecord, Sampling, Trajectory
+from lego_rl.proxy.incremental import Rendering
 from lego_rl.proxy.recorder import assemble, trajectory_metrics
 from lego_rl.proxy.render import Context
 
@@ -30,6 +31,8 @@ class Thread:
     calls: list[CallRecord] = field(default_factory=list)
     context: Context | None = None
     """What the latest successful call left, for the next call to extend."""
+    rendering: Rendering | None = None
+    """The latest request's rendered messages, for the next request to render incrementally."""
 
     def continues(self, text: str) -> int:
         """How much of ``text`` this thread's context explains (0: none)."""

@@ -1,0 +1,164 @@
+"""Render a growing conversation through the chat template without re-rendering its history.
+
+A harness re-sends its whole history on every call, so rendering it in full costs time that
+grows with the conversation. When a request's messages extend those of an earlier rendering
+(same tools, the earlier messages equal), its text is that rendering followed by what the new
+messages add. The addition comes from rendering a small window (the last known message and the
+new ones, without system prompt and tools) and cutting off the window's known message.
+
+That shortcut assumes the template renders each message from its neighbours only. Templates may
+not (a message can depend on what follows it, or on the whole conversation), so the shortcut is
+checked against the full render once for each kind of step, and again every ``check_every``
+steps. A step's kind is the shapes (role, content/reasoning/tool calls present) of the window's
+messages, the set of shapes already in the conversation, and whether there are a system prompt
+and tools. A kind that ever disagrees is rendered in full from then on; so is a window the
+template rejects or renders inconsistently.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from lego_rl.kinds import ChatMessage, ChatRequest
+from lego_rl.proxy.render import render_text, template_message
+
+Shape = tuple[str, bool, bool, int]
+
+
+def shape(message: ChatMessage) -> Shape:
+    """What of a message a template is likely to branch on."""
+    return (message.role, bool(message.content), bool(message.reasoning), len(message.tool_calls))
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """A rendered conversation a later request may extend."""
+
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]]
+    text: str
+    """The full render without the generation prompt."""
+    shapes: frozenset[Shape]
+
+
+class IncrementalRenderer:
+    """Renders requests, extending an earlier :class:`Rendering` where the check allows."""
+
+    def __init__(
+        self, tokenizer: Any, template: str | None = None, check_every: int = 64, reach: int = 4
+    ):
+        self.tokenizer, self.template, self.check_every = tokenizer, template, check_every
+        self.reach = reach
+        """How many known messages a window may take (consecutive tool results render as one
+        block, so the window reaches back to a message that renders alone)."""
+        self.verdicts: dict[tuple[Any, ...], bool] = {}
+        self.generation_prompt: str | None = None
+        self.usable = True
+        self.lock = threading.Lock()
+        self.counts = {"full": 0, "incremental": 0, "checks": 0, "mismatches": 0}
+
+    def _render(self, messages: list[ChatMessage], tools: list[dict[str, Any]], gen: bool) -> str:
+        request = ChatRequest(messages=messages, tools=tools)
+        if gen:
+            return render_text(self.tokenizer, request, self.template)
+        return self.tokenizer.apply_chat_template(
+            [template_message(m) for m in messages],
+            tools=tools or None,
+            chat_template=self.template,
+            tokenize=False,
+            add_generation_prompt=False,
+        )
+
+    def full(self, request: ChatRequest) -> tuple[str, Rendering | None]:
+        """The full render (with generation prompt) and the Rendering it leaves, if any."""
+        text = render_text(self.tokenizer, request, self.template)
+        with self.lock:
+            self.counts["full"] += 1
+        prompt = self._generation_prompt(request, text)
+        if prompt is None or not text.endswith(prompt):
+            return text, None
+        shapes = frozenset(shape(m) for m in request.messages)
+        base = text[: len(text) - len(prompt)]
+        return text, Rendering(list(request.messages), request.tools, base, shapes)
+
+    def _generation_prompt(self, request: ChatRequest, text: str) -> str | None:
+        """The text a generation prompt appends; checked once on a real request (a template
+        whose prompt is not a plain suffix disables incremental rendering)."""
+        if not self.usable:
+            return None
+        if self.generation_prompt is None:
+            try:
+                plain = self._render(request.messages, request.tools, gen=False)
+            except Exception:  # noqa: BLE001 - such a template is rendered in full
+                plain = None
+            with self.lock:
+                if plain is None or not text.startswith(plain):
+                    self.usable = False
+                    return None
+                self.generation_prompt = text[len(plain) :]
+        return self.generation_prompt
+
+    def render(
+        self, request: ChatRequest, earlier: Iterable[Rendering | None] = ()
+    ) -> tuple[str, Rendering | None]:
+        """The prompt text of ``request`` (generation prompt included) and its Rendering."""
+        messages = request.messages
+        known = None
+        for rendering in earlier:
+            if (
+                rendering is not None
+                and len(messages) >= len(rendering.messages) > 0
+                and (known is None or len(rendering.messages) > len(known.messages))
+                and rendering.tools == request.tools
+                and messages[: len(rendering.messages)] == rendering.messages
+            ):
+                known = rendering
+        if known is None or self.generation_prompt is None or not self.usable:
+            return self.full(request)
+        n = len(known.messages)
+        if n == len(messages):  # the same conversation again (a retry)
+            return known.text + self.generation_prompt, known
+        added = messages[n:]
+        for start in range(n - 1, max(n - 1 - self.reach, -1), -1):
+            window = messages[start:]
+            try:
+                head = self._render(messages[start:n], [], gen=False)
+            except Exception:  # noqa: BLE001 - the full render reports template errors
+                return self.full(request)
+            if head and known.text.endswith(head):
+                break
+        else:
+            return self.full(request)
+        kind = (
+            messages[0].role == "system",
+            bool(request.tools),
+            known.shapes,
+            tuple(shape(m) for m in window),
+        )
+        verdict = self.verdicts.get(kind)
+        if verdict is False:
+            return self.full(request)
+        try:
+            whole = self._render(window, [], gen=False)
+        except Exception:  # noqa: BLE001 - the full render reports template errors
+            return self.full(request)
+        if not whole.startswith(head):
+            return self.full(request)
+        shapes = known.shapes | {shape(m) for m in added}
+        base = known.text + whole[len(head) :]
+        text = base + self.generation_prompt
+        with self.lock:
+            self.counts["incremental"] += 1
+            due = self.check_every > 0 and self.counts["incremental"] % self.check_every == 0
+        if verdict is None or due:
+            agrees = render_text(self.tokenizer, request, self.template) == text
+            with self.lock:
+                self.counts["checks"] += 1
+                self.verdicts[kind] = agrees
+                self.counts["mismatches"] += not agrees
+            if not agrees:
+                return self.full(request)
+        return text, Rendering(list(messages), request.tools, base, shapes)
