@@ -101,7 +101,20 @@ def test_wandb_offline_run_holds_the_metrics(tmp_path, monkeypatch):
     run_events(observer, tmp_path)
 
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
-    records = wandb_records(run_file)
+    deadline = time.monotonic() + 20  # wandb-core, a separate process, may still be flushing
+    while True:
+        records = wandb_records(run_file)
+        history = wandb_history(records)
+        if len(history) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert history == {step: expected(step) for step in range(3)}
+    [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert (run.project, run.display_name) == ("p", "sinks")
+
+
+def wandb_history(records: list) -> dict[int, dict[str, float]]:
+    """The logged rows by step (internal ``_`` fields left out)."""
     history: dict[int, dict[str, float]] = {}
     for record in records:
         if record.WhichOneof("record_type") == "history":
@@ -112,9 +125,7 @@ def test_wandb_offline_run_holds_the_metrics(tmp_path, monkeypatch):
             history[int(row.pop("_step"))] = {
                 k: float(v) for k, v in row.items() if not k.startswith("_")
             }
-    assert history == {step: expected(step) for step in range(3)}
-    [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
-    assert (run.project, run.display_name) == ("p", "sinks")
+    return history
 
 
 def wandb_records(path: Path) -> list:
