@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lego_rl.data import Attribution, Sampling, Termination
-from lego_rl.engine.run import fresh_run_dir
+from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import ExecResult, HarnessResult, Task, VerifierResult, Violation

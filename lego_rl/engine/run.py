@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lego_rl.data import TrialResult
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.engine.pool import PoolConfig, RolloutPool
-from lego_rl.engine.resume import choose_run_dir, fresh_run_dir
+from lego_rl.engine.resume import choose_run_dir
 from lego_rl.engine.rollouts import build_rollouts
 from lego_rl.engine.weights import gated
 from lego_rl.kinds import Event, Observer
@@ -26,7 +26,7 @@ from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import RunSpec
 from lego_rl.spec.resolve import Resolved
 
-__all__ = ["apply", "fresh_run_dir", "pool_config"]
+__all__ = ["apply", "pool_config"]
 
 
 class Fanout:
