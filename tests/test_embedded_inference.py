@@ -188,7 +188,7 @@ def test_never_exceeds_max_context(inf):
     assert full.completion_ids == [] and full.finish_reason == "length"
 
 
-def test_concurrent_calls_are_serialised(inf, prompt):
+def test_concurrent_seeded_calls_sample_the_same_tokens(inf, prompt):
     results = {}
 
     def work(i: int) -> None:

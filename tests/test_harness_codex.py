@@ -200,9 +200,9 @@ def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
 @end_to_end(installed)
 def test_harness_contract_fails_a_script_that_does_not_solve(tmp_path: Path) -> None:
     from lego_rl.registry import default_registry
-    from lego_rl.testing.contracts import ContractError, harness_contract
+    from lego_rl.testing.contracts import ContractError, contract_named
 
     harness = Codex(CodexOptions())
     harness.conformance_script = lambda commands: [{"text": "I will not change anything."}]  # type: ignore[method-assign]
     with pytest.raises(ContractError, match=r"solving script: reward 0.0 != 1.0"):
-        harness_contract(harness, ContractEnv(tmp=tmp_path, registry=default_registry()))
+        contract_named("harness.solves-task").check(harness, ContractEnv(tmp=tmp_path, registry=default_registry()))

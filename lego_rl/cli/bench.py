@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "proxy": "lego_rl.bench.proxy:main",
     "sandbox": "legorl_std.bench_sandbox:main",
     "consistency": "legorl_embedded.bench_consistency:main",
+    "inference": "legorl_embedded.bench_inference:main",
     "schedule": "lego_rl.bench.schedule:main",
 }
 """Benchmark name -> "module:function"."""

@@ -11,6 +11,7 @@ from lego_rl.cli.apply import apply
 from lego_rl.cli.bench import bench
 from lego_rl.cli.dashboard import dashboard
 from lego_rl.cli.export import export
+from lego_rl.cli.new_plugin import new_plugin
 from lego_rl.cli.plan import plan
 from lego_rl.cli.plugins import plugins
 from lego_rl.cli.probe import probe
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 for command in (validate, plan, apply, schema, plugins, bench, dashboard, export, probe, redteam):
     app.command()(command)
+app.command("new-plugin")(new_plugin)
 
 
 def _version(value: bool) -> None:

@@ -25,6 +25,9 @@ class HFInferenceOptions(BaseModel):
     device: Literal["cpu", "cuda", "auto"] = Field(
         default="auto", description="Where the model runs; auto picks cuda when a GPU is visible."
     )
+    max_batch: int = Field(
+        default=32, ge=1, description="Most concurrent calls decoded together in one batch (1: one at a time)."
+    )
 
 
 class GRPOOptions(BaseModel):

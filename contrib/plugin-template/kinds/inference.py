@@ -1,0 +1,58 @@
+"""The {{name}} inference backend: samples completions with their log-probs.
+
+Fill in :meth:`{{Class}}.generate` (and the tokenizer); until then the preflight says so and
+the sampling contract fails naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from lego_rl import hookimpl
+from lego_rl.data import Generation, Sampling
+from lego_rl.kinds import Problem
+from lego_rl.registry import BuildContext
+
+
+class {{Class}}Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    """TODO: where your serving backend listens, if it is a server."""
+
+
+class {{Class}}:
+    """The {{name}} inference backend."""
+
+    def __init__(self, options: {{Class}}Options, ctx: BuildContext) -> None:
+        self.options = options
+        self.model = ctx.spec.model if ctx.spec is not None else None
+        self.policy_version = 0
+
+    @property
+    def tokenizer(self) -> Any:
+        """TODO: a Hugging Face tokenizer with the model's chat template."""
+        return None
+
+    def preflight(self) -> list[Problem]:
+        if self.tokenizer is None:
+            return [Problem("{{name}}: generate() and the tokenizer are not written yet", "fill in {{package}}/plugin.py")]
+        return []
+
+    def generate(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """TODO: sample up to sampling.max_tokens tokens after prompt_ids, calling on_token(id,
+        logprob) for each as it is sampled; return the ids, their log-probs (and MoE routing)."""
+        raise NotImplementedError("{{name}}: generate() is not written yet")
+
+
+@hookimpl
+def legorl_register_inference(register) -> None:
+    register("{{name}}", {{Class}}, options={{Class}}Options)

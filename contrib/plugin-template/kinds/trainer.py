@@ -1,0 +1,40 @@
+"""The {{name}} trainer: the outer loop of a run (roll out, update, publish weights)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lego_rl import hookimpl
+from lego_rl.engine.context import RunContext
+from lego_rl.kinds import Problem
+from lego_rl.registry import BuildContext
+
+
+class {{Class}}Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(1e-5, gt=0)
+    """Learning rate."""
+
+
+class {{Class}}:
+    """Steps through the run: each step rolls out groups, then (TODO) updates the policy."""
+
+    def __init__(self, options: {{Class}}Options, ctx: BuildContext) -> None:
+        self.options = options
+
+    def preflight(self) -> list[Problem]:
+        return []
+
+    def run(self, ctx: RunContext) -> None:
+        for step in range(ctx.spec.run.steps):
+            groups = ctx.rollout(step)
+            rewards = [r.reward for group in groups for r in group]
+            ctx.event("step", step=step, reward_mean=sum(rewards) / max(len(rewards), 1))
+            # TODO: advantages with ctx.optimizer, a gradient step on the recorded tokens, then
+            # publish the new weights to ctx.inference (see legorl-embedded's trainer).
+
+
+@hookimpl
+def legorl_register_trainer(register) -> None:
+    register("{{name}}", {{Class}}, options={{Class}}Options)

@@ -1,0 +1,1 @@
+"""lego-rl {{kind}} plugin ``{{name}}``; registered by :mod:`{{package}}.plugin`."""
