@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl import hookimpl
 from lego_rl.registry import Registry
-from lego_rl.spec.schema import DRAFT, dumps, spec_schema
+from lego_rl.spec.schema import DRAFT, dumps, schema_errors, spec_schema
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "schemas" / "spec.schema.json"
@@ -150,3 +150,12 @@ def test_committed_schema_is_fresh() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_schema_errors_name_the_spec_path(registry: Registry) -> None:
+    schema = spec_schema(registry, include=lambda _info: True)
+    data = spec({"plugin": "acme", "options": {"secrte": "x"}})
+    assert schema_errors(data, schema) == [
+        ("harness.options", "Additional properties are not allowed ('secrte' was unexpected)")
+    ]
+    assert schema_errors(spec({"plugin": "acme", "options": {"secret": "x"}}), schema) == []

@@ -30,4 +30,4 @@ def new_plugin(
     out.print(f"[green]✓[/green] created {escape(str(target))}: the {kind} plugin {name!r}")
     out.print(f"  {names.package}/plugin.py   the {kind} (fill in its TODOs)")
     out.print("  tests/                 one test per lego-rl contract of the kind, the example spec's schema check")
-    out.print(f"next: cd {escape(str(target))} && pip install -e '.\[test]' && pytest")
+    out.print(escape(f"next: cd {target} && pip install -e '.[test]' && pytest"))

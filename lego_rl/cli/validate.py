@@ -15,8 +15,9 @@ from lego_rl.cli.common import (
     reports_errors,
     split_args,
 )
-from lego_rl.spec.load import SpecError
+from lego_rl.spec.load import SpecError, raw_spec
 from lego_rl.spec.resolve import load_and_resolve
+from lego_rl.spec.schema import schema_errors, spec_schema
 
 
 @reports_errors
@@ -31,17 +32,22 @@ def validate(
 ) -> None:
     """Validate specs: structure, plugin names and every plugin's options.
 
-    Exit 0 when all are valid (first-party plugins that are not installed are warnings),
-    2 when any has errors; every error is listed with its spec path.
+    Each spec is checked by the plugins' own options models, then against the JSON Schema of
+    every installed plugin (`legorl schema --installed`), so a CI that validates with that
+    schema alone agrees. Exit 0 when all are valid (first-party plugins that are not installed
+    are warnings), 2 when any has errors; every error is listed with its spec path.
     """
     specs, overrides = split_args(args)
     if not specs:
         raise typer.BadParameter("give at least one spec file", param_hint="SPEC")
     reg = registry()
+    schema = spec_schema(reg, lambda _info: True)
     failed = 0
     for path in specs:
         try:
             resolved = load_and_resolve(path, reg, overrides)
+            if disagreements := schema_errors(raw_spec(path, overrides), schema):
+                raise SpecError(str(path), disagreements)
         except SpecError as exc:
             failed += 1
             print_spec_error(exc, out)

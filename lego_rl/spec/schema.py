@@ -108,3 +108,16 @@ def _camel(kind: str) -> str:
 def dumps(schema: dict[str, Any]) -> str:
     """Deterministic text: sorted keys, two-space indent, final newline."""
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def schema_errors(document: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """(spec path, message) of every place ``document`` breaks ``schema``, as a CI with only
+    the schema file and a JSON Schema validator would report them."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    found = []
+    for error in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
+        path = ".".join(str(part) for part in error.absolute_path) or "(spec)"
+        found.append((path, error.message))
+    return found

@@ -5,7 +5,15 @@ structural ones first. ``check(plugin, env)`` runs them all; ``run_contract`` ru
 authors run the same checks through the pytest plugin (:mod:`lego_rl.testing.plugin`).
 """
 
-from lego_rl.testing.contracts import components, dialect, harness, model, sandbox, sandbox_isolation, sandbox_redteam  # noqa: F401  (registers)
+from lego_rl.testing.contracts import (  # noqa: F401  (importing registers their contracts)
+    components,
+    dialect,
+    harness,
+    model,
+    sandbox,
+    sandbox_isolation,
+    sandbox_redteam,
+)
 from lego_rl.testing.contracts.base import (
     PROTOCOLS,
     Contract,

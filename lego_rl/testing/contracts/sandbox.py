@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lego_rl.kinds import Sandbox, Task
+from lego_rl.kinds import ExecResult, Sandbox, Task
 from lego_rl.testing.contracts.base import (
     ContractEnv,
     contract,
@@ -65,6 +65,12 @@ def host_processes(token: str, settle: float = SETTLE_S) -> list[int]:
         if not found or time.monotonic() >= deadline:
             return found
         time.sleep(0.05)
+
+
+def brief(out: ExecResult) -> str:
+    """An exec result in one line: exit code, timeout, the ends of its output."""
+    timed_out = " (timed out)" if out.timed_out else ""
+    return f"exit {out.exit_code}{timed_out}, stdout {out.stdout[-300:]!r}, stderr {out.stderr[-300:]!r}"
 
 
 def no_leftovers(token: str, what: str) -> None:
@@ -150,7 +156,10 @@ def limits(backend: Any, env: ContractEnv) -> None:
         _returns_from_output_floods(sandbox)
         _holds_declared_storage(sandbox)
         out = sandbox.exec("echo alive", timeout=30)
-        expect(out.stdout.strip() == "alive", f"the sandbox no longer runs commands after the limit checks: {out}")
+        expect(
+            out.stdout.strip() == "alive",
+            f"the sandbox no longer runs commands after the limit checks: {brief(out)}",
+        )
 
 
 def _stops_the_process_tree(sandbox: Sandbox) -> None:
@@ -159,7 +168,10 @@ def _stops_the_process_tree(sandbox: Sandbox) -> None:
     start = time.monotonic()
     out = sandbox.exec(command, timeout=1)
     took = time.monotonic() - start
-    expect(out.timed_out and took < 10, f"a command with background children, timeout 1 s, took {took:.1f} s: {out}")
+    expect(
+        out.timed_out and took < 10,
+        f"a command with background children, timeout 1 s, took {took:.1f} s: {brief(out)}",
+    )
     no_leftovers(token, "a timed-out command (background children ignoring SIGHUP/SIGTERM)")
 
 
@@ -190,7 +202,7 @@ def _holds_declared_storage(sandbox: Sandbox) -> None:
     )
     lines = out.stdout.split()
     written = int(lines[-1]) if lines and lines[-1].isdigit() else -1
-    expect(written >= 0, f"could not measure what a command wrote in {sandbox.workdir}: {out}")
+    expect(written >= 0, f"could not measure what a command wrote in {sandbox.workdir}: {brief(out)}")
     expect(
         written < want << 20,
         f"the task declares [environment] storage_mb = {STORAGE_MB}, but a command wrote "
@@ -198,4 +210,7 @@ def _holds_declared_storage(sandbox: Sandbox) -> None:
         "task's storage_mb (the local sandbox: a size-capped tmpfs under its overlay)",
     )
     out = sandbox.exec("echo ok > legorl-after && cat legorl-after && rm legorl-after", timeout=30)
-    expect(out.stdout.strip() == "ok", f"the sandbox cannot write again after its storage filled up: {out}")
+    expect(
+        out.stdout.strip() == "ok",
+        f"the sandbox cannot write again after its storage filled up: {brief(out)}",
+    )
