@@ -3,7 +3,8 @@
 Runs the spec's own trial pipeline (backend, proxy, sandbox, harness, verifier) through the
 rollout pool in sync mode, one group of ``attempts`` per task that has fewer stored attempts
 than that; infrastructure failures are retried and never counted. Results merge into the
-stored file, so probing the same policy again only runs what is missing.
+stored file, so probing the same policy again only runs what is missing. Each probe's
+trial directories go to a fresh ``<file stem>-trials/probe[-N]``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.groups import KeepAll
 from lego_rl.engine.passrates import PassRates, policy_key
 from lego_rl.engine.pool import PoolConfig
+from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.rollouts import build_rollouts
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.resolve import Resolved
@@ -33,7 +35,8 @@ def probe(
     """Probe every task with fewer than ``attempts`` stored attempts; save and return the rates."""
     spec = resolved.spec
     rates = PassRates.load(path, policy_key(spec.model))
-    work_dir = path.parent / f"{path.stem}-trials"
+    # each probe gets its own directory: trial ids restart at every probe, trial dirs may not
+    work_dir = fresh_run_dir(path.parent / f"{path.stem}-trials" / "probe")
     ctx = BuildContext(spec=spec, run_dir=work_dir, spec_dir=spec_path.resolve().parent)
 
     def build(block_path: str) -> Any:

@@ -4,16 +4,26 @@ The trainer writes ``run_dir/checkpoints/last/`` (weights, optimizer, the pool's
 ``engine_state``); ``legorl apply`` with the same spec and ``run.resume`` on continues from
 it. A run directory that holds another run (a different spec, or no checkpoint) is never
 overwritten: the run goes to the first free ``name-N``.
+
+Trials a killed run finished after its last checkpoint are in the run store but not in the
+checkpoint. :func:`restore_pool` hands them back to the resumed pool (:class:`Recovered`)
+when they were sampled with weights the checkpoint holds, instead of running them again;
+and it gives the resumed run's trials names no earlier attempt used.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from lego_rl.data import Attribution, Trajectory, TrialResult
+from lego_rl.engine.pool import Job, Launcher, RolloutPool
+from lego_rl.observe.store import STORE_FILE, count_events, read_trials
 from lego_rl.spec.models import Spec
 
 LAST_CHECKPOINT = Path("checkpoints") / "last"
@@ -86,3 +96,103 @@ def _comparable(dump: Any) -> Any:
             run.pop(key, None)
     out["run"] = run
     return out
+
+
+# ------------------------------------------------------------ trials finished after the checkpoint
+
+Slot = tuple[int, str, int]
+"""(group sequence number, task, member index): one group member, whichever attempt ran it."""
+
+POLICY_VERSION = "policy_version"
+"""Key of :func:`engine_state`: the policy version the checkpoint's weights are."""
+
+
+def engine_state(pool: RolloutPool) -> dict[str, Any]:
+    """The pool's state plus the policy version it was saved at (what :func:`restore_pool`
+    may reuse: trials sampled with no later version)."""
+    return {**pool.state(), POLICY_VERSION: pool.version()}
+
+
+def restore_pool(pool: RolloutPool, state: dict[str, Any], run_dir: Path) -> int:
+    """``pool.restore(state)`` for a resumed run; returns how many finished trials of the
+    killed run it may reuse (:func:`recoverable`).
+
+    The pool names trials of a resumed run with its epoch (resumes so far); the epoch is
+    raised to the number of earlier attempts in the store, so a run killed twice before a
+    new checkpoint never reuses the names (and store rows) of the attempt in between.
+    """
+    attempts = count_events(run_dir, "run_start") - 1
+    pool.restore({**state, "epoch": max(int(state.get("epoch", 0)), attempts - 1)})
+    if POLICY_VERSION not in state:
+        return 0
+    finished = recoverable(run_dir, state, pool.k)
+    if finished:
+        pool.launcher = Recovered(pool.launcher, finished)
+    return len(finished)
+
+
+def recoverable(run_dir: Path, state: dict[str, Any], staleness: int) -> dict[Slot, TrialResult]:
+    """Finished trials in the run store that the resumed pool may still launch: members of
+    groups at or after the checkpoint's open ones, not infrastructure failures, sampled with
+    no policy version after the checkpoint's (and none too stale to train at it)."""
+    version = int(state[POLICY_VERSION])
+    pending = [g["seq"] for g in state.get("open", []) if None in g["members"]]
+    first = min(pending, default=int(state.get("seq", 0)))
+    found: dict[Slot, TrialResult] = {}
+    if not (run_dir / STORE_FILE).is_file():
+        return found
+    stored = read_trials(run_dir, min_step=version - staleness - 1)
+    for summary in stored:
+        slot = slot_of(summary)
+        if slot is None or slot[0] < first:
+            continue
+        if summary.get("attribution") == Attribution.INFRASTRUCTURE.value:
+            continue
+        versions = [summary.get("step", 0)] + [v for v, _ in summary.get("call_versions", [])]
+        result = _load(run_dir, summary) if max(versions) <= version else None
+        if result is not None:
+            found[slot] = result
+    return found
+
+
+def slot_of(trial: dict[str, Any]) -> Slot | None:
+    """The slot of a stored trial, from the pool's names: group ``g<seq>-<task>[-e<epoch>]``,
+    trial ``<group>-<index>[-r<attempt>][-e<epoch>]``; None for other names."""
+    group, trial_id = trial.get("group", ""), trial.get("trial_id", "")
+    task = trial.get("task", "")
+    named = re.fullmatch(rf"g(\d+)-{re.escape(task)}(-e\d+)?", group)
+    member = re.fullmatch(r"(\d+)(-r\d+)?(-e\d+)?", trial_id.removeprefix(f"{group}-"))
+    if named is None or member is None or not trial_id.startswith(f"{group}-"):
+        return None
+    return int(named[1]), task, int(member[1])
+
+
+class Recovered:
+    """A :class:`Launcher` that answers a job whose slot a killed run already finished with
+    that result (at once: the pool's lock is re-entrant) and launches the others."""
+
+    def __init__(self, inner: Launcher, finished: dict[Slot, TrialResult]):
+        self.inner, self.finished = inner, dict(finished)
+        self.reused: list[str] = []
+
+    def launch(self, job: Job, done: Callable[[TrialResult], None]) -> None:
+        result = self.finished.pop((job.group.seq, job.task.name, job.index), None)
+        if result is None:
+            self.inner.launch(job, done)
+            return
+        self.reused.append(result.trial_id)
+        done(result)
+
+    def abort(self, job: Job, why: str = "") -> TrialResult:
+        return self.inner.abort(job, why)
+
+
+def _load(run_dir: Path, summary: dict[str, Any]) -> TrialResult | None:
+    """A stored trial with its trajectory file put back (None when the file is gone)."""
+    fields = {k: v for k, v in summary.items() if k != "trajectory_path"}
+    if summary.get("trajectory_path"):
+        path = run_dir / summary["trajectory_path"]
+        if not path.is_file():
+            return None
+        fields["trajectory"] = Trajectory.model_validate_json(path.read_text())
+    return TrialResult.model_validate(fields)

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lego_rl.data import TrialResult
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.engine.pool import PoolConfig, RolloutPool
-from lego_rl.engine.resume import choose_run_dir
+from lego_rl.engine.resume import checkpoint_of, choose_run_dir, engine_state, restore_pool
 from lego_rl.engine.rollouts import build_rollouts
 from lego_rl.engine.weights import gated
 from lego_rl.kinds import Event, Observer
@@ -106,8 +107,8 @@ def apply(
                     rollout=_reporting(pool, emit),
                     emit=emit,
                     log=console.print,
-                    engine_state=pool.state,
-                    restore_engine=pool.restore,
+                    engine_state=partial(engine_state, pool),
+                    restore_engine=_restoring(pool, run_dir, console),
                     extra={"rollout_metrics": pool.metrics, "resume_from": chosen.resume_from},
                 )
             )
@@ -115,6 +116,8 @@ def apply(
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         emit(Event("run_end", {"status": status, "error": repr(exc)}, time.time()))
+        if status == "interrupted":
+            console.print(_stopped(run_dir, exc))
         raise
     finally:
         if pool is not None:
@@ -124,6 +127,15 @@ def apply(
         emit.close()
     console.print(f"run finished in {time.time() - started:.0f}s: {run_dir}")
     return run_dir
+
+
+def _stopped(run_dir: Path, exc: BaseException) -> str:
+    """What an interrupted run tells: where a rerun of the same command continues."""
+    why = str(exc) or "interrupted"
+    checkpoint = checkpoint_of(run_dir)
+    if checkpoint is None:
+        return f"stopped ({why}) before the first checkpoint: a rerun starts a fresh run"
+    return f"stopped ({why}): the same command again resumes {run_dir} from {checkpoint}"
 
 
 def pool_config(run: RunSpec) -> PoolConfig:
@@ -142,12 +154,29 @@ def pool_config(run: RunSpec) -> PoolConfig:
     )
 
 
+def _restoring(
+    pool: RolloutPool, run_dir: Path, console: Console
+) -> Callable[[dict[str, Any]], None]:
+    """The trainer's ``restore_engine``: the pool back at the checkpoint, plus the trials the
+    killed run finished after it (see :func:`~lego_rl.engine.resume.restore_pool`)."""
+
+    def restore(state: dict[str, Any]) -> None:
+        reused = restore_pool(pool, state, run_dir)
+        if reused:
+            console.print(f"{reused} trials finished after the checkpoint are kept for reuse")
+
+    return restore
+
+
 def _reporting(pool: RolloutPool, emit: Callable[[Event], None]) -> Callable[[int], list[Group]]:
-    """The trainer's rollout: the pool's next groups, plus a ``rollout`` event of its metrics."""
+    """The trainer's rollout: the pool's next groups, plus a ``rollout`` event of its metrics
+    and of the trials handed over (what step ``step`` counts; a resumed run's re-done step
+    writes a later event for the same step)."""
 
     def rollout(step: int) -> list[Group]:
         groups = pool(step)
-        emit(Event("rollout", {"step": step, **pool.metrics()}, time.time()))
+        trials = [t.trial_id for g in groups for t in g]
+        emit(Event("rollout", {"step": step, **pool.metrics(), "trials": trials}, time.time()))
         return groups
 
     return rollout

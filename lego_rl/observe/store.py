@@ -180,9 +180,26 @@ def read_steps(run_dir: Path) -> list[dict[str, Any]]:
         db.close()
 
 
-def read_trials(run_dir: Path) -> list[dict[str, Any]]:
+def read_trials(run_dir: Path, min_step: int | None = None) -> list[dict[str, Any]]:
+    """Finished trials in the order they were stored; with ``min_step``, only those started
+    at that policy version or later."""
+    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    where, args = ("WHERE step >= ?", (min_step,)) if min_step is not None else ("", ())
+    try:
+        rows = db.execute(f"SELECT result FROM trials {where} ORDER BY rowid", args)
+        return [json.loads(r) for (r,) in rows]
+    finally:
+        db.close()
+
+
+def count_events(run_dir: Path, kind: str) -> int:
+    """How many ``kind`` events the run's store holds (0 without a store)."""
+    if not (Path(run_dir) / STORE_FILE).is_file():
+        return 0
     db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
     try:
-        return [json.loads(r) for (r,) in db.execute("SELECT result FROM trials ORDER BY rowid")]
+        return int(db.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0])
+    except sqlite3.OperationalError:  # no event written yet: no tables
+        return 0
     finally:
         db.close()
