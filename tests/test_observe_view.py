@@ -150,3 +150,27 @@ def test_export_is_one_self_contained_file(tmp_path: Path) -> None:
     api = json.loads(blob)["api"]
     assert len(api["/api/runs/quickstart-run"]["steps"]) == 3
     assert sum(k.startswith("/api/runs/quickstart-run/trials/") for k in api) == 12
+
+
+def test_a_resumed_run_shows_as_running_until_it_ends_again(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    reader = RunReader(tmp_path)
+    t = 1000.0
+
+    def emit(kind: str, **data: object) -> None:
+        nonlocal t
+        t += 1.0
+        store.emit(Event(kind, {"spec": {}, "run_dir": str(tmp_path), **data}, t))
+
+    emit("run_start")
+    assert reader.info()["status"] == "running" and reader.info()["resumed"] == 0
+    emit("run_end", status="interrupted", error="KeyboardInterrupt()")
+    info = reader.info()
+    assert (info["status"], info["error"], info["ended"]) == ("interrupted", "KeyboardInterrupt()", t)
+    emit("run_start", resumed_from="checkpoints/last")
+    info = reader.info()
+    assert (info["status"], info["error"], info["ended"]) == ("running", None, None)
+    assert info["resumed"] == 1 and info["started"] == 1001.0
+    emit("run_end", status="ok")
+    assert reader.info()["status"] == "ok" and reader.info()["ended"] == t
+    store.close()

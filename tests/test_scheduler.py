@@ -1,18 +1,20 @@
 """The rollout pool in simulated time: sync and async admission, the staleness bound, drains,
-partial rollouts, replacement of uniform groups, retries, the watchdog, and resume state."""
+partial rollouts, replacement of uniform groups, retries, the watchdog, resume state and
+shutdown."""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from lego_rl.data import Attribution, Termination
+from lego_rl.data import Attribution, Termination, TrialResult
 from lego_rl.engine.clock import SimClock
 from lego_rl.engine.groups import first_version, informative
-from lego_rl.engine.pool import Job, PoolConfig, RolloutPool
+from lego_rl.engine.pool import RUN_ENDED, Job, PoolConfig, RolloutPool
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.simulate import SimInference, SimLauncher, TrialPlan, lognormal_plan, train
 from lego_rl.kinds import Task
@@ -21,14 +23,14 @@ from legorl_std.filters import GroupVarianceFilter, NoFilter
 TASKS = [Task(name=f"t{i}", path=Path("/x"), instruction="i") for i in range(6)]
 
 
-def make_pool(plan, *, filter=None, tasks=TASKS, **config):
+def make_pool(plan, *, filter=None, tasks=TASKS, seed=0, **config):
     clock = SimClock()
     inference = SimInference()
     launcher = SimLauncher(clock, plan, inference)
     defaults = dict(tasks_per_step=2, group_size=4, concurrency=8, trial_timeout=1000.0)
     pool = RolloutPool(
         PoolConfig(**{**defaults, **config}),
-        TaskCycle(tasks, seed=0),
+        TaskCycle(tasks, seed=seed),
         launcher,
         clock,
         version=lambda: inference.policy_version,
@@ -198,3 +200,58 @@ def test_after_a_restart_no_trial_id_of_the_interrupted_run_is_reused() -> None:
     again(1)
     after = {j.trial_id for j in launcher2.launched}
     assert after and not after & before
+
+
+class EndingLauncher(SimLauncher):
+    """Like the thread launcher: a trial the pool cancels still ends a moment later (its
+    sandbox stopped) and writes its end, which :attr:`log` records with the time."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log: list[tuple[str, str, float]] = []
+        self.reports: dict[str, Callable[[TrialResult], None]] = {}
+
+    def launch(self, job: Job, done: Callable[[TrialResult], None]) -> None:
+        def report(result: TrialResult) -> None:
+            self.log.append(("trial_end", result.reason, self.clock.now()))
+            done(result)
+
+        self.reports[job.trial_id] = report
+        super().launch(job, report)
+
+    def abort(self, job: Job, why: str = "") -> TrialResult:
+        verdict = super().abort(job, why)
+        self.clock.at(self.clock.now() + 3.0, lambda: self.reports[job.trial_id](verdict))
+        return verdict
+
+
+def test_close_cancels_the_trials_in_flight_and_waits_for_their_ends() -> None:
+    pool, clock, inference, _ = make_pool(fixed(seconds=100.0), max_staleness=1, concurrency=8)
+    launcher = EndingLauncher(clock, fixed(seconds=100.0), inference)
+    pool.launcher = launcher
+    for step in range(2):
+        pool(step)
+        inference.policy_version = step + 1
+    in_flight = len(pool.running)
+    history = {k: list(v) for k, v in pool.history.items()}
+    assert in_flight > 0, "async keeps generating past the last step"
+    end = clock.now()
+    pool.close()
+    launcher.log.append(("run_end", "", clock.now()))
+    cut = [entry for entry in launcher.log if entry[1] == RUN_ENDED]
+    assert len(cut) == in_flight and launcher.log[-1][0] == "run_end"
+    assert clock.now() == pytest.approx(end + 3.0), "close returns once the cancelled trials ended"
+    assert pool.history == history and not pool.running, "cut-off trials count nowhere"
+    before = len(launcher.launched)
+    clock.sleep(1000.0)
+    assert len(launcher.launched) == before, "a closed pool launches nothing"
+    pool.close()  # again: nothing to do
+
+
+def test_close_gives_up_on_trials_that_never_end() -> None:
+    pool, clock, _, _ = make_pool(fixed(seconds=100.0), max_staleness=1)
+    pool(0)
+    assert pool.running
+    start = clock.now()
+    pool.close(grace=5.0)  # SimLauncher's cancelled trials never report
+    assert clock.now() == pytest.approx(start + 5.0) and not pool.running

@@ -1,7 +1,9 @@
-"""Per-step rollout metrics: time integrals of slot use, inference busy share, version lag."""
+"""Per-step rollout metrics: time integrals of slot use, inference busy share, version lag,
+per-task history counts."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lego_rl.data import TrialResult
@@ -60,3 +62,14 @@ def version_lag(groups: list[list[TrialResult]], current: int) -> tuple[float, i
                 weighted += lag * n
                 worst = max(worst, lag)
     return (weighted / tokens if tokens else 0.0), worst
+
+
+def history_counts(history: Mapping[str, Sequence[int]]) -> dict[str, float]:
+    """What the per-task history (``[attempts, successes]``) says so far: tasks tried, and
+    of those the ones always solved and never solved (the ones a group rarely learns from)."""
+    seen = [(a, s) for a, s in history.values() if a > 0]
+    return {
+        "tasks_seen": float(len(seen)),
+        "tasks_always_solved": float(sum(s == a for a, s in seen)),
+        "tasks_never_solved": float(sum(s == 0 for a, s in seen)),
+    }

@@ -26,11 +26,18 @@ from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.clock import Clock
 from lego_rl.engine.faults import TRIAL_TIMEOUT_MARGIN_S, should_retry
 from lego_rl.engine.groups import first_version, informative
-from lego_rl.engine.metrics import BusyMeter, Integral, version_lag
-from lego_rl.engine.scheduler import TaskCycle
+from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_lag
+from lego_rl.engine.scheduler import TaskCycle, history_weight
 from lego_rl.kinds import Filter, Task
 
 Group = list[TrialResult]
+
+CLOSE_GRACE_S = 30.0
+"""How long :meth:`RolloutPool.close` waits for the trials it cancelled to end."""
+
+RUN_ENDED = "cancelled: the run ended"
+STALE = "cancelled: too stale to train"
+"""Why the pool cancels trials (the ``why`` of :meth:`Launcher.abort`)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,9 @@ class PoolConfig:
     """Groups admitted beyond what the staleness bound needs, so that stragglers do not hold
     up a batch: the first complete groups are trained, late ones at the next step (within
     the bound) or cancelled."""
+    rebalance: bool = False
+    """Draw tasks by what their history says (:func:`~lego_rl.engine.scheduler.task_weight`):
+    always-solved and never-solved tasks less often, none dropped."""
 
 
 @dataclass
@@ -130,6 +140,8 @@ class RolloutPool:
         self.requeued: deque[Task] = deque()
         self.history: dict[str, list[int]] = {}
         """Task -> [attempts, successes] of its policy-attributed trials."""
+        if config.rebalance:
+            cycle.weight = history_weight(lambda: self.history)
         self.seq = self.consumed = self.step = self.epoch = 0
         self.taken_at = -1
         """Policy version at the latest batch handed to the trainer."""
@@ -182,13 +194,17 @@ class RolloutPool:
             self.draining = False
             self._fill()
 
-    def close(self) -> None:
-        """Stop launching and give up on the trials in flight (end of run, interrupt)."""
+    def close(self, grace: float = CLOSE_GRACE_S) -> None:
+        """End of run (or interrupt): stop launching, cancel the trials in flight and wait up
+        to ``grace`` seconds for them to end, so that each one's end is recorded before the
+        run's. Their results count nowhere: no group, no history, no retry."""
         with self.clock.lock:
             self.closed = True
+            self.queue.clear()
             for job in list(self.running.values()):
-                self.running.pop(job.trial_id)
-                self.launcher.abort(job, "run ended")
+                self.launcher.abort(job, RUN_ENDED)
+            self.clock.wait(lambda: not self.running, self.clock.now() + grace)
+            self.running.clear()  # stragglers past the grace period are left behind
 
     def metrics(self) -> dict[str, float]:
         """The metrics of the latest ``pool(step)`` (merged into the trainer's step event)."""
@@ -248,8 +264,9 @@ class RolloutPool:
 
     def _done(self, job: Job, result: TrialResult) -> None:
         with self.clock.lock:
-            if self.running.pop(job.trial_id, None) is None:
-                return  # given up on already (watchdog, cancelled, closed)
+            if self.running.pop(job.trial_id, None) is None or self.closed:
+                self.clock.notify()  # given up on already (watchdog, stale) or cut off (close)
+                return
             self._settle(job, result)
             self._fill()
             self.clock.notify()
@@ -327,7 +344,7 @@ class RolloutPool:
                 group.cancelled = True
                 for job in jobs:
                     del self.running[job.trial_id]
-                    self.launcher.abort(job, "cancelled: too stale to train")
+                    self.launcher.abort(job, STALE)
                 self._discard(group, "cancelled_groups")
 
     def _discard(self, group: OpenGroup, counter: str) -> None:
@@ -357,6 +374,7 @@ class RolloutPool:
             "version_lag_max": float(lag_max),
             "inference_busy_share": self.busy.share(self._mark, now),
             "informative_group_share": informative_share,
+            **history_counts(self.history),
             **{k: float(v) for k, v in self._counts.items()},
         }
         self._mark, self._trainer_wait = now, 0.0

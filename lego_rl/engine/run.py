@@ -81,7 +81,6 @@ def apply(
         )
     )
     proxy: ProxyServer | None = None
-    pool: RolloutPool | None = None
     try:
         rollouts = build_rollouts(spec, build, emit)
         proxy = rollouts.proxy
@@ -97,21 +96,24 @@ def apply(
                 filter=filter_,
                 on_trial=on_trial(spec.run.tasks_per_step * spec.run.group_size),
             )
-            trainer.run(
-                RunContext(
-                    spec=spec,
-                    run_dir=run_dir,
-                    inference=gated(rollouts.inference, pool),
-                    optimizer=build("optimizer"),
-                    filter=filter_,
-                    rollout=_reporting(pool, emit),
-                    emit=emit,
-                    log=console.print,
-                    engine_state=partial(engine_state, pool),
-                    restore_engine=_restoring(pool, run_dir, console),
-                    extra={"rollout_metrics": pool.metrics, "resume_from": chosen.resume_from},
+            try:
+                trainer.run(
+                    RunContext(
+                        spec=spec,
+                        run_dir=run_dir,
+                        inference=gated(rollouts.inference, pool),
+                        optimizer=build("optimizer"),
+                        filter=filter_,
+                        rollout=_reporting(pool, emit),
+                        emit=emit,
+                        log=console.print,
+                        engine_state=partial(engine_state, pool),
+                        restore_engine=_restoring(pool, run_dir, console),
+                        extra={"rollout_metrics": pool.metrics, "resume_from": chosen.resume_from},
+                    )
                 )
-            )
+            finally:
+                pool.close()  # cut-off trials end (cancelled) before run_end is written
         emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -120,8 +122,6 @@ def apply(
             console.print(_stopped(run_dir, exc))
         raise
     finally:
-        if pool is not None:
-            pool.close()
         if proxy is not None:
             proxy.stop()
         emit.close()
@@ -151,6 +151,7 @@ def pool_config(run: RunSpec) -> PoolConfig:
         retries=run.retries,
         trial_timeout=run.trial_timeout,
         spare_groups=run.spare_groups if asynchronous else 0,
+        rebalance=run.rebalance,
     )
 
 

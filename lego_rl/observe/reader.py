@@ -55,10 +55,12 @@ class RunReader:
             return [(t, json.loads(d)) for t, d in rows]
 
     def info(self) -> dict[str, Any]:
-        """Name, spec, status (running, ok, failed) and times of the run."""
+        """Name, spec, status and times of the run. The status is the last ``run_end``'s
+        (ok, failed, interrupted) unless a ``run_start`` came after it: then the run is
+        running again (``resumed`` counts the restarts), and so is one that never ended."""
         starts, ends = self.events("run_start"), self.events("run_end")
         spec = starts[0][1].get("spec", {}) if starts else {}
-        end = ends[-1] if ends else None
+        end = ends[-1] if ends and self._last_of("run_end", "run_start") == "run_end" else None
         return {
             "name": (spec.get("run") or {}).get("name") or self.run_dir.name,
             "run_dir": str(self.run_dir),
@@ -71,7 +73,17 @@ class RunReader:
             "ended": end[0] if end else None,
             "status": end[1].get("status", "ended") if end else "running",
             "error": end[1].get("error") if end else None,
+            "resumed": max(0, len(starts) - 1),
         }
+
+    def _last_of(self, *kinds: str) -> str | None:
+        """Which of ``kinds`` was written last (None if none was)."""
+        marks = ", ".join("?" for _ in kinds)
+        with connect(self.run_dir) as db:
+            row = db.execute(
+                f"SELECT kind FROM events WHERE kind IN ({marks}) ORDER BY id DESC LIMIT 1", kinds
+            ).fetchone()
+        return row[0] if row else None
 
     def steps(self) -> list[dict[str, Any]]:
         with connect(self.run_dir) as db:

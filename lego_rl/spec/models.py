@@ -85,6 +85,10 @@ class RunSpec(Strict):
         ge=0,
         description="async: groups started beyond the batch so stragglers do not hold up the trainer.",
     )
+    rebalance: bool = Field(
+        default=False,
+        description="Draw tasks by their history in this run: always-solved and never-solved tasks less often, none dropped.",
+    )
     retries: int = Field(
         default=2, ge=0, description="Times a trial that failed through infrastructure is run again."
     )
