@@ -30,6 +30,7 @@ CATALOG: dict[tuple[str, str], str] = {
     ("filter", "none"): "legorl-std",
     ("filter", "pass-rate"): "legorl-std",
     ("filter", "group-variance"): "legorl-std",
+    ("tasks", "bugfix"): "legorl-std",
     ("observer", "store"): "legorl-std",
     # legorl-embedded: transformers inference, objectives, the torch trainer
     ("inference", "hf"): "legorl-embedded",
@@ -54,6 +55,9 @@ CATALOG: dict[tuple[str, str], str] = {
 }
 """(kind, name) -> the first-party distribution that provides it."""
 
+FIRST_PARTY = frozenset(CATALOG.values())
+"""Every first-party distribution, shipped or planned."""
+
 NEEDS_GPU = frozenset({"legorl-vllm", "legorl-verl"})
 """Distributions whose plugins only run on a machine with a GPU."""
 
@@ -62,9 +66,13 @@ PLUGINS_DIR = Path(__file__).resolve().parents[1] / "plugins"
 
 
 def is_first_party(distribution: str) -> bool:
-    """Whether a distribution name belongs to this project (``legorl-*``, ``lego-rl*``)."""
+    """Whether a distribution is this project's: lego-rl itself or one in the catalogue.
+
+    Not a name prefix: third parties publish ``legorl-*`` distributions too (it is what
+    ``legorl new-plugin`` generates), and their plugins stay out of the committed schema.
+    """
     name = distribution.lower().replace("_", "-")
-    return name.startswith(("legorl-", "lego-rl"))
+    return name == "lego-rl" or name in FIRST_PARTY
 
 
 def planned(kind: str, name: str) -> str:

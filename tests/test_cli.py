@@ -135,7 +135,7 @@ def hermetic(monkeypatch: pytest.MonkeyPatch) -> Registry:
     for name in [n for n in os.environ if n.upper().startswith("LEGORL_")]:
         monkeypatch.delenv(name)
     reg = Registry()
-    reg.add_module(FakePlugins(), name="test-plugins", distribution="legorl-test", version="9.9")
+    reg.add_module(FakePlugins(), name="test-plugins", distribution="legorl-std", version="9.9")
     monkeypatch.setattr(registry_module, "_default", reg)
     BUILT.clear()
     return reg
@@ -261,7 +261,7 @@ def test_plan_ready_shows_options_with_defaults(spec_file: Path) -> None:
         "path": "harness",
         "kind": "harness",
         "name": "t-harness",
-        "distribution": "legorl-test",
+        "distribution": "legorl-std",
         "version": "9.9",
         "installed": True,
     }
@@ -392,12 +392,12 @@ def test_plugins_json() -> None:
     assert {
         "kind": "harness",
         "name": "t-harness",
-        "distribution": "legorl-test",
+        "distribution": "legorl-std",
         "version": "9.9",
         "doc": "A stand-in component whose preflight reports what its options ask for.",
     } in rows
     table = invoke("plugins")
-    assert "t-harness" in table.output and "legorl-test" in table.output
+    assert "t-harness" in table.output and "legorl-std" in table.output
 
 
 def test_registry_error_is_reported_without_traceback(

@@ -54,7 +54,7 @@ class Theirs:
 @pytest.fixture
 def registry() -> Registry:
     reg = Registry()
-    reg.add_module(Ours(), distribution="legorl-agent")
+    reg.add_module(Ours(), distribution="legorl-std")
     reg.add_module(Theirs(), distribution="acme-plugins")
     return reg
 

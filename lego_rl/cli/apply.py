@@ -31,5 +31,12 @@ def apply(spec: SpecArg, overrides: OverridesArg = None) -> None:
     except ImportError as exc:
         err.print(f"[red]✗[/red] the run engine is not available: {escape(str(exc))}")
         raise typer.Exit(EXIT_NOT_READY) from None
+    from lego_rl.engine.warmstart import WarmstartError, with_warmstart
+
+    try:
+        resolved = with_warmstart(resolved, reg, spec, log=lambda line: out.print(escape(line)))
+    except WarmstartError as exc:
+        err.print(f"[red]✗[/red] {escape(str(exc))}")
+        raise typer.Exit(EXIT_NOT_READY) from None
     run_dir = run_spec(resolved=resolved, registry=reg, spec_path=spec)
     out.print(f"[green]✓[/green] run finished: {escape(str(run_dir))}")

@@ -18,6 +18,7 @@ from lego_rl.cli.probe import probe
 from lego_rl.cli.redteam import redteam
 from lego_rl.cli.schema import schema
 from lego_rl.cli.validate import validate
+from lego_rl.cli.warmstart import warmstart
 
 app = typer.Typer(
     name="legorl",
@@ -26,7 +27,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-for command in (validate, plan, apply, schema, plugins, bench, dashboard, export, probe, redteam):
+for command in (validate, plan, apply, warmstart, schema, plugins, bench, dashboard, export, probe, redteam):
     app.command()(command)
 app.command("new-plugin")(new_plugin)
 

@@ -26,6 +26,15 @@ class Block(Strict):
     )
 
 
+class WarmstartSpec(Strict):
+    """A supervised pass on demonstrations recorded through the real harness, before RL."""
+
+    demos: int = Field(default=64, ge=1, description="Demonstration trials (the spec's tasks, cycled).")
+    epochs: int = Field(default=3, ge=1, description="Passes over the recorded demonstrations.")
+    lr: float = Field(default=1e-3, gt=0, description="AdamW learning rate of the supervised pass.")
+    batch_tokens: int = Field(default=16384, ge=1, description="Padded tokens per optimizer step.")
+
+
 class ModelSpec(Strict):
     """The policy model, as every component that touches weights or tokens sees it."""
 
@@ -49,6 +58,11 @@ class ModelSpec(Strict):
     )
     max_context: int = Field(default=8192, ge=256, description="Longest prompt+completion in tokens.")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    warmstart: WarmstartSpec | None = Field(
+        default=None,
+        description="Start from a supervised pass on oracle demonstrations through the harness "
+        "(`legorl warmstart`; cached by spec, used by `legorl apply` when `path` is unset).",
+    )
 
 
 class RunSpec(Strict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from lego_rl.data import CallRecord, Sampling, Termination, TrialResult
+from lego_rl.data import Termination, TrialResult
 from lego_rl.testing.contracts.base import (
     ContractEnv,
     contract,
@@ -85,36 +85,21 @@ def scripted_trial(
 ) -> tuple[TrialResult, int]:
     """One trial of ``harness`` on fix-add, the ``scripted`` policy answering with ``turns``
     through the proxy; returns the result and the number of completion tokens sampled."""
-    from lego_rl.engine.trial import TrialRunner, TrialSetup
-    from lego_rl.proxy.server import ProxyServer
+    from lego_rl.engine.scripted import scripted_trial as run_scripted
 
     for kind, name in (("inference", "scripted"), ("verifier", "test-script")):
         expect(name in env.registry.names(kind), f"the harness contracts need the {kind} plugin {name!r}")
     env = replace(env, model=env.model.model_copy(update={"max_context": HARNESS_CONTEXT}))
     ctx = env.build_context()
-    inference = env.registry.build("inference", "scripted", {"turns": turns, "device": "cpu"}, ctx)
-    calls: list[CallRecord] = []
-    proxy = ProxyServer(
-        inference,
-        {harness.dialect: env.registry.build("dialect", harness.dialect, None, ctx)},
-        model_name=env.model.name,
-        max_context=HARNESS_CONTEXT,
-        chat_template=env.model.chat_template,
-        on_call=calls.append,
-    )
-    setup = TrialSetup(
-        sandbox=env.sandbox_backend(),
+    result, calls = run_scripted(
         harness=harness,
+        sandbox=env.sandbox_backend(),
         verifier=env.registry.build("verifier", "test-script", None, ctx),
-        proxy=proxy,
-        dialect=harness.dialect,
-        model_name=env.model.name,
-        sampling=Sampling(temperature=1.0, max_tokens=512),
-        max_calls=len(turns) + 2,
+        inference=env.registry.build("inference", "scripted", {"turns": turns, "device": "cpu"}, ctx),
+        dialect=env.registry.build("dialect", harness.dialect, None, ctx),
+        model=env.model,
+        task=env.task("fix-add"),
+        trial_id=trial_id,
+        turns=len(turns),
     )
-    proxy.start()
-    try:
-        result = TrialRunner(setup).run(env.task("fix-add"), trial_id)
-    finally:
-        proxy.stop()
     return result, sum(len(c.completion_ids) for c in calls if c.error is None)

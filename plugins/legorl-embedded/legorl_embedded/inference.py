@@ -25,7 +25,7 @@ from legorl_embedded.model_spec import TEMPLATE_NAMES, resolve_model_paths
 from legorl_embedded.options import HFInferenceOptions
 from legorl_embedded.routing import RoutingRecorder
 from legorl_embedded.sampling import draw, draw_rows, sampling_logprobs
-from legorl_embedded.tokenizer import load_tokenizer
+from legorl_embedded.tokenizer import load_tokenizer, vocab_size
 
 __all__ = ["HFInference", "HFInferenceOptions", "draw", "draw_rows", "factory", "sampling_logprobs"]
 
@@ -104,7 +104,7 @@ class HFInference:
         if self.options.threads:
             torch.set_num_threads(self.options.threads)
         tokenizer = self.tokenizer
-        self._vocab, self._eos = len(tokenizer), tokenizer.eos_token_id  # len() is slow: once
+        self._vocab, self._eos = vocab_size(tokenizer), tokenizer.eos_token_id
         built = build_model(self.spec, tokenizer, seed=self.seed)
         self._model = built.to(device=self.device, dtype=DTYPES[self.options.dtype]).eval()
 

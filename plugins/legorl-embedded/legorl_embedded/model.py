@@ -24,6 +24,7 @@ from transformers import (
 )
 
 from lego_rl.spec.models import ModelSpec
+from legorl_embedded.tokenizer import vocab_size
 
 TINY_COMMON: dict[str, Any] = {
     "hidden_size": 64,
@@ -71,17 +72,17 @@ def build_from_config(model: ModelSpec, tokenizer: PreTrainedTokenizerBase, seed
     fields: dict[str, Any] = {
         **TINY_COMMON,
         **defaults,
-        "vocab_size": len(tokenizer),
+        "vocab_size": vocab_size(tokenizer),
         "max_position_embeddings": model.max_context,
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
         "bos_token_id": None,
         **model.config,
     }
-    if fields["vocab_size"] < len(tokenizer):
+    if fields["vocab_size"] < vocab_size(tokenizer):
         raise ValueError(
             f"model.config.vocab_size {fields['vocab_size']} is smaller than the tokenizer "
-            f"({len(tokenizer)} tokens); remove it or raise it"
+            f"({vocab_size(tokenizer)} tokens); remove it or raise it"
         )
     config = config_cls(**fields)
     with torch.random.fork_rng(devices=[]):
@@ -100,9 +101,9 @@ def _load_checkpoint(path: str, tokenizer: PreTrainedTokenizerBase) -> PreTraine
         )
     loaded = AutoModelForCausalLM.from_pretrained(str(local), dtype=torch.float32, local_files_only=True)
     vocab = loaded.get_output_embeddings().weight.shape[0]
-    if vocab < len(tokenizer):
+    if vocab < vocab_size(tokenizer):
         raise ValueError(
-            f"checkpoint {path!r} has {vocab} output ids but the tokenizer has {len(tokenizer)}; "
+            f"checkpoint {path!r} has {vocab} output ids but the tokenizer has {vocab_size(tokenizer)}; "
             "use the tokenizer the checkpoint was trained with (model.tokenizer)"
         )
     return loaded.eval()

@@ -26,6 +26,7 @@ from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.options import HFInferenceOptions
 from legorl_embedded.routing import RoutingRecorder, as_routing
 from legorl_embedded.scripted_options import ScriptedInferenceOptions, ScriptTurn
+from legorl_embedded.tokenizer import vocab_size
 
 
 def render_turn(turn: ScriptTurn) -> str:
@@ -97,7 +98,7 @@ class ScriptedInference:
         """Log-probs of ``completion`` after ``prompt``, and the routing of every position."""
         model = self.policy.model
         if self._vocab is None:
-            self._vocab = len(self.tokenizer)  # slow on a large vocabulary: once
+            self._vocab = vocab_size(self.tokenizer)
         ids = torch.tensor([prompt + completion], dtype=torch.long, device=self.policy.device)
         where = torch.zeros_like(ids, dtype=torch.bool)
         where[0, len(prompt) :] = True

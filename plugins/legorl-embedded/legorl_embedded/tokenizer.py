@@ -12,10 +12,11 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from importlib import resources
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 QWEN2_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
@@ -76,6 +77,18 @@ def load_tokenizer(name_or_path: str = "qwen3", chat_template: str = "qwen3") ->
             tokenizer.chat_template = _resolve_template(chat_template, tokenizer, name_or_path)
             _memo[key] = tokenizer
         return _memo[key]
+
+
+_sizes: weakref.WeakKeyDictionary[PreTrainedTokenizerBase, int] = weakref.WeakKeyDictionary()
+
+
+def vocab_size(tokenizer: PreTrainedTokenizerBase) -> int:
+    """``len(tokenizer)`` (ids it can decode, added tokens included), computed once per
+    tokenizer: on a large vocabulary it takes seconds."""
+    with _memo_lock:
+        if tokenizer not in _sizes:
+            _sizes[tokenizer] = len(tokenizer)
+        return _sizes[tokenizer]
 
 
 def cache_root() -> Path:

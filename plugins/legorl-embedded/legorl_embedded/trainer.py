@@ -24,6 +24,7 @@ from lego_rl.data import Attribution
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
+from lego_rl.spec.models import WarmstartSpec
 from legorl_embedded.batch import PolicyBatch, Rows, build_rows
 from legorl_embedded.consistency import Consistency
 from legorl_embedded.logprobs import token_logprobs
@@ -32,6 +33,7 @@ from legorl_embedded.options import EmbeddedTrainerOptions
 from legorl_embedded.replay import RoutingReplay, routing_table
 from legorl_embedded.resume import TrainerState, last_state_dir, load_state, save_state
 from legorl_embedded.routing import find_routers
+from legorl_embedded.tokenizer import vocab_size
 
 
 @dataclass
@@ -103,6 +105,17 @@ class EmbeddedTrainer:
             ]
         return []
 
+    def supervise(self, demos: list[Any], plan: WarmstartSpec, target: Path, log: Callable[[str], None]) -> dict[str, float]:
+        """The warm start's supervised pass (``legorl warmstart``): fit the policy the spec
+        builds to the demonstrations' replies and save it to ``target``."""
+        from legorl_embedded.supervise import supervise
+
+        spec = self.build_ctx.spec
+        if spec is None:
+            raise ValueError("the embedded trainer needs the spec to warm-start; build it from a spec")
+        model = resolve_model_paths(spec.model, self.build_ctx)
+        return supervise(model, demos, plan, target, seed=spec.run.seed, threads=self.options.threads, log=log)
+
     def device(self) -> torch.device:
         wanted = self.options.device
         if wanted == "auto":
@@ -132,7 +145,7 @@ class EmbeddedTrainer:
         routers = find_routers(model)
         scoring = Scoring(
             temperature=ctx.spec.run.temperature or 1.0,  # 0 is greedy: no distribution to match
-            vocab=len(tokenizer),
+            vocab=vocab_size(tokenizer),
             reference=_frozen_copy(model)
             if getattr(ctx.optimizer, "needs_reference", False)
             else None,

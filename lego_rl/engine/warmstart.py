@@ -1,0 +1,172 @@
+"""Warm start: demonstrations recorded through the real harness, then a supervised pass.
+
+Each demonstration is one trial of the spec's harness on one of its tasks, driven by the
+``scripted`` policy with the task's oracle commands (``[metadata] oracle_commands`` in its
+task.toml) turned into the harness's own tool calls; only trials the verifier rewards are
+kept. The proxy records each call's prompt ids (the harness's real requests, rendered by the
+chat template) and the oracle reply's ids; the trainer plugin's ``supervise`` fits the policy
+to those replies. The checkpoint is cached under ``output_dir/warmstart/<key>``, the key a
+hash of everything that shapes it, so a rerun of the same spec reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lego_rl.data import Termination, TrialResult
+from lego_rl.engine.scripted import scripted_trial
+from lego_rl.kinds import Task
+from lego_rl.registry import BuildContext, Registry
+from lego_rl.spec.models import Spec
+from lego_rl.spec.resolve import Resolved
+
+DONE = "warmstart.json"
+"""Written last into the checkpoint directory: its presence means the checkpoint is complete."""
+
+
+class WarmstartError(RuntimeError):
+    """The warm start cannot run; the message says what to change."""
+
+
+@dataclass
+class Demonstration:
+    """One model call of an oracle trial: the prompt the harness sent, the reply to learn."""
+
+    task: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+def oracle_commands(task: Task) -> list[str]:
+    """The task's oracle as shell commands: ``[metadata] oracle_commands`` (a list) or
+    ``oracle_command`` (one); [] if it has neither."""
+    metadata = task.config.get("metadata", {})
+    commands = metadata.get("oracle_commands", [metadata["oracle_command"]] if "oracle_command" in metadata else [])
+    return [str(c) for c in commands] if isinstance(commands, list) else []
+
+
+def warmstart_key(spec: Spec) -> str:
+    """A hash of what shapes the warm-started weights: model, warm start, tasks, harness, seed."""
+    shaping = {
+        "model": spec.model.model_dump(mode="json", exclude={"path"}),
+        "blocks": {k: getattr(spec, k).model_dump(mode="json") for k in ("tasks", "harness", "dialect", "trainer")},
+        "seed": spec.run.seed,
+    }
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def checkpoint_dir(spec: Spec, spec_dir: Path) -> Path:
+    out = spec.run.output_dir if spec.run.output_dir.is_absolute() else spec_dir / spec.run.output_dir
+    return (out / "warmstart" / warmstart_key(spec)).resolve()
+
+
+def cached(spec: Spec, spec_dir: Path) -> Path | None:
+    """The finished checkpoint of this spec's warm start, if there is one."""
+    path = checkpoint_dir(spec, spec_dir)
+    return path if (path / DONE).is_file() else None
+
+
+def warmstart(
+    resolved: Resolved,
+    registry: Registry,
+    spec_path: Path,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """The warm-started checkpoint of the spec: cached, or recorded and trained now."""
+    spec = resolved.spec
+    plan = spec.model.warmstart
+    if plan is None:
+        raise WarmstartError("the spec has no model.warmstart block")
+    spec_dir = spec_path.resolve().parent
+    if (done := cached(spec, spec_dir)) is not None:
+        log(f"warm start: reusing {done}")
+        return done
+    target = checkpoint_dir(spec, spec_dir)
+    ctx = BuildContext(spec=spec, run_dir=target / "demos", spec_dir=spec_dir)
+
+    def build(block_path: str) -> Any:
+        block = resolved.block(block_path)
+        return registry.build(block.kind, block.block.plugin, block.options, ctx)
+
+    trainer = build("trainer")
+    if not callable(getattr(trainer, "supervise", None)):
+        raise WarmstartError(
+            f"trainer plugin {spec.trainer.plugin!r} has no supervise(); remove model.warmstart "
+            "or use a trainer that can warm-start (embedded)"
+        )
+    demos, results = record_demonstrations(resolved, registry, ctx, build, plan.demos)
+    rewarded = sum(r.reward == 1.0 for r in results)
+    log(f"warm start: {rewarded}/{len(results)} oracle trials rewarded, {len(demos)} calls to learn from")
+    if not demos:
+        reasons = sorted({f"{r.termination.value}: {r.reason[:200]}" for r in results})
+        raise WarmstartError("no oracle trial was rewarded, nothing to learn from: " + "; ".join(reasons))
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "demos.jsonl").write_text("".join(json.dumps(asdict(d)) + "\n" for d in demos))
+    metrics = trainer.supervise(demos, plan, target, log)
+    summary = {"demos": len(demos), "trials": len(results), "rewarded": rewarded, **metrics}
+    (target / DONE).write_text(json.dumps(summary, indent=2) + "\n")
+    return target
+
+
+def record_demonstrations(
+    resolved: Resolved,
+    registry: Registry,
+    ctx: BuildContext,
+    build: Callable[[str], Any],
+    count: int,
+) -> tuple[list[Demonstration], list[TrialResult]]:
+    """Run ``count`` oracle trials (the spec's tasks with oracle commands, cycled) through the
+    harness, ``run.concurrency`` at a time; the calls of the rewarded ones."""
+    spec = resolved.spec
+    tasks = [t for t in build("tasks").tasks() if oracle_commands(t)]
+    if not tasks:
+        raise WarmstartError(
+            "no task of the spec has oracle commands ([metadata] oracle_commands or oracle_command "
+            "in task.toml); "
+            "the warm start needs them to demonstrate"
+        )
+    harness = build("harness")
+    if not callable(getattr(harness, "conformance_script", None)):
+        raise WarmstartError(f"harness {spec.harness.plugin!r} has no conformance_script(), so it cannot be scripted")
+    sandbox, verifier = build("sandbox"), build("verifier")
+    anticheat = [build(f"anticheat.{i}") for i in range(len(spec.anticheat))]
+
+    def one(index: int) -> tuple[TrialResult, list[Demonstration]]:
+        task = tasks[index % len(tasks)]
+        turns = harness.conformance_script(oracle_commands(task))
+        inference = registry.build("inference", "scripted", {"turns": turns}, ctx)
+        result, calls = scripted_trial(
+            harness=harness, sandbox=sandbox, verifier=verifier, inference=inference,
+            dialect=build("dialect"), model=spec.model, task=task, trial_id=f"demo-{index:05d}",
+            turns=len(turns), max_tokens=spec.run.max_tokens, anticheat=anticheat,
+        )  # fmt: skip
+        if result.reward != 1.0 or result.termination != Termination.COMPLETED:
+            return result, []
+        return result, [
+            Demonstration(task.name, list(c.prompt_ids), list(c.completion_ids))
+            for c in calls
+            if c.error is None and c.completion_ids
+        ]
+
+    with ThreadPoolExecutor(max_workers=spec.run.concurrency) as pool:
+        outcomes = list(pool.map(one, range(count)))
+    return [d for _, demos in outcomes for d in demos], [r for r, _ in outcomes]
+
+
+def with_warmstart(
+    resolved: Resolved, registry: Registry, spec_path: Path, log: Callable[[str], None] = print
+) -> Resolved:
+    """``resolved`` with ``model.path`` set to its warm start (run now unless cached) when the
+    spec asks for one and names no checkpoint itself; unchanged otherwise."""
+    model = resolved.spec.model
+    if model.warmstart is None or model.path:
+        return resolved
+    path = warmstart(resolved, registry, spec_path, log)
+    spec = resolved.spec.model_copy(update={"model": model.model_copy(update={"path": str(path)})})
+    return Resolved(spec=spec, blocks=resolved.blocks)

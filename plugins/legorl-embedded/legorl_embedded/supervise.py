@@ -1,0 +1,119 @@
+"""The supervised pass of a warm start: fit the policy to recorded oracle replies.
+
+Each demonstration is one model call recorded through the real harness: the prompt ids the
+proxy rendered and the reply ids the oracle script produced. The loss is the mean negative
+log-prob of the reply tokens (prompt tokens are context only), at temperature 1, routed
+natively (nothing to replay: the replies were not sampled from this policy).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lego_rl.spec.models import ModelSpec, WarmstartSpec
+from legorl_embedded.logprobs import token_logprobs
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(ids, attention mask, reply mask), each ``[B, T]``."""
+
+
+def pack(demos: Sequence[Any], batch_tokens: int) -> list[Batch]:
+    """Demonstrations sorted by length and packed into right-padded batches of at most
+    ``batch_tokens`` padded tokens (a longer demonstration is a batch of its own)."""
+    rows = sorted(
+        (([*d.prompt_ids, *d.completion_ids], len(d.prompt_ids)) for d in demos if d.completion_ids),
+        key=lambda row: len(row[0]),
+    )
+    batches: list[Batch] = []
+    group: list[tuple[list[int], int]] = []
+    for row in rows:
+        if group and len(row[0]) * (len(group) + 1) > batch_tokens:
+            batches.append(_padded(group))
+            group = []
+        group.append(row)
+    if group:
+        batches.append(_padded(group))
+    return batches
+
+
+def _padded(group: list[tuple[list[int], int]]) -> Batch:
+    width = max(len(ids) for ids, _ in group)
+    ids = torch.zeros((len(group), width), dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    reply = torch.zeros_like(ids, dtype=torch.bool)
+    for i, (row, prompt) in enumerate(group):
+        ids[i, : len(row)] = torch.tensor(row)
+        attention[i, : len(row)] = 1
+        reply[i, prompt : len(row)] = True
+    return ids, attention, reply
+
+
+def supervise_model(
+    model: torch.nn.Module,
+    demos: Sequence[Any],
+    plan: WarmstartSpec,
+    *,
+    vocab: int,
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Train ``model`` in place on the demonstrations; per-epoch mean reply NLL in the result."""
+    batches = pack(demos, plan.batch_tokens)
+    steps = plan.epochs * len(batches)
+    opt = torch.optim.AdamW(model.parameters(), lr=plan.lr)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    order = random.Random(seed)
+    model.train()
+    started = time.perf_counter()
+    epochs: list[float] = []
+    for epoch in range(plan.epochs):
+        total, tokens = 0.0, 0
+        for ids, attention, reply in order.sample(batches, len(batches)):
+            logprobs = token_logprobs(model, ids, attention, where=reply, vocab=vocab)
+            count = int(reply[:, 1:].sum())
+            loss = -logprobs.sum() / max(count, 1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            schedule.step()
+            total, tokens = total + loss.item() * count, tokens + count
+        epochs.append(total / max(tokens, 1))
+        log(f"warm start: epoch {epoch + 1}/{plan.epochs}, reply NLL {epochs[-1]:.3f}")
+    model.eval()
+    return {
+        "nll_first_epoch": epochs[0],
+        "nll_last_epoch": epochs[-1],
+        "batches": float(len(batches)),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def supervise(
+    model_spec: ModelSpec,
+    demos: Sequence[Any],
+    plan: WarmstartSpec,
+    target: Path,
+    *,
+    seed: int,
+    threads: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Build the policy as a run would, fit it to the demonstrations, save it to ``target``."""
+    from legorl_embedded.model import build_model, save_checkpoint
+    from legorl_embedded.tokenizer import load_tokenizer, vocab_size
+
+    if threads:
+        torch.set_num_threads(threads)
+    tokenizer = load_tokenizer(model_spec.tokenizer, model_spec.chat_template)
+    model = build_model(model_spec, tokenizer, seed).float()
+    metrics = supervise_model(model, demos, plan, vocab=vocab_size(tokenizer), seed=seed, log=log)
+    save_checkpoint(model, tokenizer, target)
+    return metrics

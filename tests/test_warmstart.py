@@ -1,0 +1,91 @@
+"""Warm start: oracle demonstrations recorded through a real harness, a supervised pass that
+fits the policy to them, a cached checkpoint that `legorl apply` starts from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from lego_rl.engine.warmstart import Demonstration, cached, oracle_commands, with_warmstart
+from lego_rl.kinds import Task
+from lego_rl.registry import default_registry
+from lego_rl.spec.models import ModelSpec, WarmstartSpec
+from lego_rl.spec.resolve import load_and_resolve
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_oracle_commands_come_from_task_metadata(tmp_path: Path) -> None:
+    def task(metadata: dict) -> Task:
+        return Task(name="t", path=tmp_path, instruction="x", config={"metadata": metadata})
+
+    assert oracle_commands(task({"oracle_commands": ["a", "b"]})) == ["a", "b"]
+    assert oracle_commands(task({"oracle_command": "sed -i s/a/b/ f.py"})) == ["sed -i s/a/b/ f.py"]
+    assert oracle_commands(task({"difficulty": "easy"})) == []
+
+
+def test_packing_keeps_replies_as_the_only_trained_positions() -> None:
+    from legorl_embedded.supervise import pack
+
+    demos = [Demonstration("t", [1, 2, 3], [4, 5]), Demonstration("t", [1], [6]), Demonstration("t", [7], [])]
+    batches = pack(demos, batch_tokens=8)
+    rows = [(ids[i][att[i].bool()].tolist(), ids[i][reply[i]].tolist()) for ids, att, reply in batches for i in range(len(ids))]
+    assert sorted(rows) == [([1, 2, 3, 4, 5], [4, 5]), ([1, 6], [6])]
+    assert all(ids.numel() <= 8 or len(ids) == 1 for ids, _, _ in batches)
+
+
+def test_supervised_pass_makes_the_replies_likelier() -> None:
+    from legorl_embedded.logprobs import token_logprobs
+    from legorl_embedded.model import build_model
+    from legorl_embedded.supervise import pack, supervise_model
+    from legorl_embedded.tokenizer import load_tokenizer, vocab_size
+
+    tokenizer = load_tokenizer()
+    model = build_model(ModelSpec(name="tiny", max_context=256), tokenizer, seed=0).float()
+    prompt = tokenizer.encode("fix the bug in calc.py", add_special_tokens=False)
+    demos = [Demonstration("t", prompt, tokenizer.encode("sed -i s/-/+/ calc.py", add_special_tokens=False))] * 4
+
+    def nll() -> float:
+        ids, attention, reply = pack(demos[:1], 4096)[0]
+        with torch.no_grad():
+            return float(-token_logprobs(model, ids, attention, where=reply, vocab=vocab_size(tokenizer)).sum())
+
+    before = nll()
+    metrics = supervise_model(model, demos, WarmstartSpec(epochs=12, lr=3e-3), vocab=vocab_size(tokenizer), seed=0, log=lambda line: None)
+    assert nll() < before * 0.8
+    assert metrics["nll_last_epoch"] < metrics["nll_first_epoch"]
+
+
+@pytest.mark.slow
+def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    shutil.copy(REPO / "specs" / "codex-local.yaml", spec)
+    shutil.copytree(REPO / "tasks" / "quickstart", tmp_path / "tasks" / "quickstart")
+    overrides = [
+        "tasks.options.path=tasks/quickstart",
+        "model.warmstart={demos: 2, epochs: 2, lr: 0.003}",
+        "run.max_tokens=256",
+        f"run.output_dir={tmp_path / 'runs'}",
+    ]
+    registry = default_registry()
+    resolved = load_and_resolve(spec, registry, overrides)
+    lines: list[str] = []
+
+    warmed = with_warmstart(resolved, registry, spec, log=lines.append)
+
+    path = Path(str(warmed.spec.model.path))
+    summary = json.loads((path / "warmstart.json").read_text())
+    assert summary["trials"] == 2 and summary["rewarded"] == 2, lines
+    assert summary["demos"] >= 4  # each oracle trial: the tool call, then the final answer
+    assert summary["nll_last_epoch"] < summary["nll_first_epoch"]
+    assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    demos = [json.loads(line) for line in (path / "demos.jsonl").read_text().splitlines()]
+    assert all(d["prompt_ids"] and d["completion_ids"] for d in demos)
+    assert cached(resolved.spec, tmp_path) == path
+    again: list[str] = []
+    assert with_warmstart(resolved, registry, spec, log=again.append).spec.model.path == str(path)
+    assert again == [f"warm start: reusing {path}"]
