@@ -1,6 +1,7 @@
 """Entry point of legorl-std: each kind's registration lives beside its implementation."""
 
 from legorl_std.anticheat import legorl_register_anticheat
+from legorl_std.bugfix_tasks import legorl_register_bugfix_tasks as legorl_register_bugfix_tasks
 from legorl_std.dialects import legorl_register_dialect
 from legorl_std.filters import legorl_register_filter
 from legorl_std.harbor_tasks import legorl_register_tasks

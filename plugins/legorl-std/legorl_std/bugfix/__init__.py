@@ -1,0 +1,31 @@
+"""Generated one-bug Python tasks of graded difficulty, in Harbor format (task source ``bugfix``).
+
+Each task is a tiny module (one or two functions) with exactly one injected bug of a kind
+(wrong operator, off-by-one, wrong constant, swapped arguments, wrong comparison, wrong
+return variable) at level 1 (the instruction names the wrong token), 2 (it says what the
+function should return) or 3 (only a failing example). Tasks are deterministic in
+(seed, split, index); the held-out split draws from identifiers disjoint from train's.
+"""
+
+from legorl_std.bugfix.generate import (
+    BugfixTask,
+    GeneratorError,
+    generate_task,
+    generate_tasks,
+)
+from legorl_std.bugfix.harbor import ensure_tasks, task_files, write_task
+from legorl_std.bugfix.model import BUG_KINDS, LEVELS, SPLITS, BugKind
+
+__all__ = [
+    "BUG_KINDS",
+    "LEVELS",
+    "SPLITS",
+    "BugKind",
+    "BugfixTask",
+    "GeneratorError",
+    "ensure_tasks",
+    "generate_task",
+    "generate_tasks",
+    "task_files",
+    "write_task",
+]

@@ -1,0 +1,84 @@
+"""Task source ``bugfix``: generated one-bug Python tasks in Harbor format (train or held-out).
+
+The generator (:mod:`legorl_std.bugfix`) writes the set once into a cache directory keyed by
+the options; :func:`legorl_std.harbor_tasks.load_task` reads each task directory back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lego_rl import hookimpl
+from lego_rl.kinds import Task
+from lego_rl.registry import BuildContext
+from legorl_std.bugfix import BUG_KINDS, LEVELS, BugKind, ensure_tasks
+from legorl_std.harbor_tasks import load_task
+
+DEFAULT_CACHE = Path("~/.cache/legorl/bugfix")
+
+
+class BugfixOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(default=64, ge=1, le=100_000, description="How many tasks.")
+    seed: int = Field(default=0, description="Which tasks: the same seed, split and options give the same tasks.")
+    split: Literal["train", "heldout"] = Field(
+        default="train", description="heldout draws identifiers disjoint from train's (generalisation check)."
+    )
+    levels: list[Literal[1, 2, 3]] = Field(
+        default_factory=lambda: list(LEVELS),
+        min_length=1,
+        description="Difficulty levels, cycled over the tasks: 1 names the wrong token, 2 says what "
+        "the function should return, 3 gives only a failing example.",
+    )
+    kinds: list[BugKind] = Field(
+        default_factory=lambda: list(BUG_KINDS), min_length=1, description="Bug kinds, cycled over the tasks."
+    )
+    dir: str | None = Field(
+        default=None,
+        description="Cache directory (relative to the spec); default <run dir>/bugfix, "
+        "or ~/.cache/legorl/bugfix without a run.",
+    )
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_in_order(cls, value: list[int]) -> list[int]:
+        """Order and repeats do not matter: [3, 1, 1] is [1, 3]."""
+        return [level for level in LEVELS if level in value]
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds_in_order(cls, value: list[str]) -> list[str]:
+        return [kind for kind in BUG_KINDS if kind in value]
+
+
+class BugfixTasks:
+    """Generated bug-fix tasks (written to the cache on the first call to ``tasks()``)."""
+
+    def __init__(self, options: BugfixOptions, root: Path):
+        self.options = options
+        self.root = root
+
+    def tasks(self) -> list[Task]:
+        o = self.options
+        dirs = ensure_tasks(self.root, o.count, o.seed, o.split, list(o.levels), list(o.kinds))
+        return [load_task(d) for d in dirs]
+
+
+def build(options: BugfixOptions, ctx: BuildContext) -> BugfixTasks:
+    """Generated one-bug Python tasks of graded difficulty, train or held-out (Harbor format)."""
+    if options.dir is not None:
+        root = ctx.path(options.dir)
+    elif ctx.run_dir is not None:
+        root = ctx.run_dir / "bugfix"
+    else:
+        root = DEFAULT_CACHE.expanduser()
+    return BugfixTasks(options, root)
+
+
+@hookimpl(specname="legorl_register_tasks")
+def legorl_register_bugfix_tasks(register: Any) -> None:
+    register("bugfix", build, options=BugfixOptions)
