@@ -24,6 +24,8 @@ class Termination(StrEnum):
     HARNESS_CRASH = "harness_crash"
     API_ERROR = "api_error"
     CONTEXT_OVERFLOW = "context_overflow"
+    RESOURCE_LIMIT = "resource_limit"
+    """The trial's commands ran into a sandbox resource limit (memory, processes, disk, ...)."""
     SANDBOX_ERROR = "sandbox_error"
     VERIFIER_TIMEOUT = "verifier_timeout"
     VERIFIER_ERROR = "verifier_error"
@@ -45,6 +47,7 @@ POLICY_TERMINATIONS = frozenset(
         Termination.MAX_TURNS,
         Termination.AGENT_TIMEOUT,
         Termination.CONTEXT_OVERFLOW,
+        Termination.RESOURCE_LIMIT,
         Termination.CHEAT_BLOCKED,
     }
 )

@@ -32,6 +32,18 @@ def test_a_few_attacks_and_the_oracle():
     assert {o.attack.name for o in outcomes if o.termination == Termination.CHEAT_BLOCKED} == {"reward-txt", "conftest"}
 
 
+def test_resource_attacks_end_as_resource_limit_naming_the_limit():
+    chosen = [a for a in ATTACKS if a.limits]
+    assert {a.name for a in chosen} == {"fork-bomb", "disk-fill", "memory-bomb"}
+    outcomes = run_suite(chosen, workers=3)
+    assert all(o.ok for o in outcomes), [(o.attack.name, o.reward, o.termination, o.reason) for o in outcomes]
+    assert {o.attack.name: o.limits for o in outcomes[1:]}["disk-fill"] == ("storage_mb", "file_size_mb")
+    for o in outcomes[1:]:
+        if o.limits:  # reported on this host: the trial ends naming one
+            assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits
+    assert summary(outcomes)["resource_limits"] == sum(bool(o.limits) for o in outcomes)
+
+
 @pytest.mark.slow
 def test_the_whole_suite_gives_no_false_reward():
     outcomes = run_suite(workers=3)

@@ -178,6 +178,7 @@ class TrialRunner:
         result.verifier = verdict.details
         if verdict.termination is not None:
             _end(result, verdict.termination, str(verdict.details.get("reason", "")))
+        _resource_limits(result, sandbox)
         with self._phase(result, "anticheat_after"):
             self._check(result, [v for p in s.anticheat for v in p.after(sandbox, task, result)])
 
@@ -226,6 +227,29 @@ def _termination(outcome: HarnessResult, session: ProxySession) -> Termination:
     if outcome.termination != Termination.COMPLETED and any(c.error for c in session.calls):
         return Termination.API_ERROR  # the backend failed a call; the harness gave up on it
     return outcome.termination
+
+
+_REPLACED_BY_LIMIT = {
+    "agent": {Termination.COMPLETED, Termination.HARNESS_CRASH, Termination.AGENT_TIMEOUT},
+    "verify": {Termination.VERIFIER_ERROR, Termination.VERIFIER_TIMEOUT},
+}
+"""Per phase, the endings a resource limit hit in that phase explains better."""
+
+
+def _resource_limits(result: TrialResult, sandbox: Sandbox) -> None:
+    """A sandbox that reports the resource limits its commands ran into (the local one's
+    ``resources_exhausted()``: phase, limit, detail) turns the ending of the phase that hit
+    one into ``resource_limit``, naming the limit and its value."""
+    report = getattr(sandbox, "resources_exhausted", None)
+    events: list[dict[str, str]] = report() if callable(report) else []
+    if not events:
+        return
+    result.harness["resources_exhausted"] = events
+    for event in events:
+        if result.termination in _REPLACED_BY_LIMIT.get(event["phase"], ()):
+            reason = f"{event['limit']} ({event['phase']} phase: {event['detail']})"
+            _end(result, Termination.RESOURCE_LIMIT, reason)
+            return
 
 
 def _end(result: TrialResult, termination: Termination, reason: str) -> None:

@@ -17,6 +17,14 @@ The agent reaches the proxy through :mod:`legorl_std.netforward`: agent-phase co
 the trial's own loopback-only network namespace, where our process listens on
 ``127.0.0.1:<proxy port>`` and relays to the proxy (without root: the host network).
 
+Resources (:mod:`legorl_std.sandbox_limits`): as root each trial gets its own cgroups
+(task.toml ``memory_mb`` and ``cpus``, the process limit), which every command joins; the
+limits its commands run into (OOM kills, refused forks, a full writable layer, a file cut
+at the size limit, SIGXCPU/SIGXFSZ) are listed by :meth:`LocalSandbox.resources_exhausted`,
+which the trial runner turns into ``resource_limit``. A backend's first start unmounts the
+overlays of trials whose live lock no process holds (a ``kill -9``'d run's) and removes
+dead processes' cgroups.
+
 Phases: :meth:`LocalSandbox.begin_verify` ends the agent phase: it kills what runs,
 records the agent's diff from the upper layer, recreates ``/logs/verifier`` and removes
 ``/tests``; from then on commands get the network the task declares (task.toml
@@ -52,7 +60,15 @@ from lego_rl import hookimpl
 from lego_rl.kinds import ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
 from legorl_std.dockerfile import Image
-from legorl_std.sandbox_limits import Limits
+from legorl_std.sandbox_limits import (
+    MB,
+    Limits,
+    TrialCgroup,
+    cgroup_name,
+    cgroup_parents,
+    cpu_mask,
+    sweep_cgroups,
+)
 from legorl_std.sandbox_snapshot import (
     Change,
     CopySnapshot,
@@ -60,6 +76,7 @@ from legorl_std.sandbox_snapshot import (
     Overlay,
     Snapshot,
     unified_diff,
+    unmount_stale,
 )
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -80,6 +97,12 @@ _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _UIDS_PER_BASE = 10000
 UID_LOCKS = Path(tempfile.gettempdir()) / "legorl-uids"
 """One flock'ed file per trial uid in use, shared by every process on the machine."""
+LIVE_LOCK = ".live"
+"""A trial dir's file that its sandbox holds flock'ed: mounts of a trial without are stale."""
+STORAGE_FULL = MB
+"""A writable layer with less room left than this has been filled."""
+CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; n=$((n-1)); shift; done; exec "$@"'
+"""sh script: join the cgroups named by the first $1 args, then exec the rest."""
 
 
 class SandboxError(RuntimeError):
@@ -135,7 +158,9 @@ class LocalSandboxBackend:
         self._lock = threading.Lock()
         self._images: ImageCache | None = None
         self._uids = itertools.count()
+        self._slots = itertools.count()
         self._as_root = os.geteuid() == 0
+        self._swept = False
 
     @property
     def root(self) -> Path:
@@ -175,6 +200,17 @@ class LocalSandboxBackend:
         problems = []
         if self._group is not None and not (shutil.which("setpriv") and shutil.which("prlimit")):
             problems.append(Problem("the local sandbox needs setpriv and prlimit", "apt-get install util-linux"))
+        missing = {"memory", "cpu", "pids"} - set(cgroup_parents())
+        if missing and self._as_root:
+            problems.append(
+                Problem(
+                    f"no writable cgroup controller for {', '.join(sorted(missing))}: a task's "
+                    "memory_mb is a per-process address-space limit, its cpus an affinity mask, "
+                    "and hitting the memory or process limit is not reported as resource_limit",
+                    "mount a writable cgroup v2 (or v1) hierarchy with those controllers",
+                    fatal=False,
+                )
+            )
         if not self._as_root:
             problems.append(
                 Problem(
@@ -201,30 +237,56 @@ class LocalSandboxBackend:
         bwrap = shutil.which(self.options.bwrap)
         if bwrap is None:
             raise SandboxError(str(BWRAP_MISSING))
+        resources = _declared_resources(task)
+        self._sweep()
         image, lower = self.images.get(dockerfile, {"PATH": DEFAULT_PATH})
         trial_dir = self.root / trial_id
         try:
             trial_dir.mkdir(parents=True)
         except FileExistsError:
             raise SandboxError(f"trial dir {trial_dir} exists already; trial ids must be unique") from None
+        live = os.open(trial_dir / LIVE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(live, fcntl.LOCK_EX)
         held = self._next_user()
         user = held[:2] if held else None
+        fds = [live, *([held[2]] if held else [])]
         snapshot = self._snapshot(lower, trial_dir, user, task)
+        cgroup: TrialCgroup | None = None
         try:
+            if self._as_root:
+                cgroup = TrialCgroup.create(
+                    cgroup_name(trial_id), memory_mb=resources.get("memory_mb"),
+                    cpus=resources.get("cpus"), nproc=self.options.limits.nproc,
+                )  # fmt: skip
             snapshot.mount()
             sandbox = LocalSandbox(
                 bwrap, trial_dir, image, snapshot, lower, self._hidden(task), task,
-                options=self.options, user=user, uid_lock=held[2] if held else None,
+                options=self.options, user=user, fds=fds, cgroup=cgroup,
+                resources=resources, slot=next(self._slots),
             )  # fmt: skip
         except BaseException:
-            if held:
-                os.close(held[2])
+            for fd in fds:
+                os.close(fd)
             with contextlib.suppress(OSError):
                 snapshot.unmount()
+            if cgroup is not None:
+                with contextlib.suppress(OSError):
+                    cgroup.remove()
             shutil.rmtree(trial_dir, ignore_errors=True)
             raise
         (trial_dir / "sandbox.json").write_text(json.dumps(sandbox.describe(task), indent=2) + "\n")
         return sandbox
+
+    def _sweep(self) -> None:
+        """Once per backend: unmount what trials of a killed process left under the root
+        (their dirs' live lock is free), and remove such a process's cgroups."""
+        with self._lock:
+            if self._swept:
+                return
+            self._swept = True
+        if self._as_root:
+            unmount_stale(self.root, lambda name: _trial_live(self.root / name))
+            sweep_cgroups()
 
     def _next_user(self) -> tuple[int, int, int] | None:
         """(uid, gid, lock fd): a uid no other trial on this machine holds, with no process."""
@@ -290,7 +352,10 @@ class LocalSandbox:
         *,
         options: LocalSandboxOptions,
         user: tuple[int, int] | None,
-        uid_lock: int | None = None,
+        fds: list[int] | None = None,
+        cgroup: TrialCgroup | None = None,
+        resources: dict[str, float] | None = None,
+        slot: int = 0,
     ):
         self.workdir = image.workdir
         self.trial_dir = trial_dir
@@ -314,6 +379,11 @@ class LocalSandbox:
         self._relay_port = 0
         self._agent_host_network = False
         self._stopped = False
+        self._cgroup = cgroup
+        self._resources = resources or {}
+        self._slot = slot
+        self._exhausted: list[dict[str, str]] = []
+        self._seen: dict[str, int] = {}
         for point in [*image.mount_points, LOGS, HOME]:
             self._add_mount(point)
         for path in [*(f"{LOGS}/{n}" for n in LOG_DIRS), HOME]:
@@ -326,7 +396,7 @@ class LocalSandbox:
         if user:
             _write_identity(trial_dir, user)
         # A sandbox dropped without stop() must not leave mounts behind on the host.
-        self._finalizer = weakref.finalize(self, _release, snapshot, uid_lock)
+        self._finalizer = weakref.finalize(self, _release, snapshot, cgroup, fds or [])
 
     # ------------------------------------------------------------------ Sandbox protocol
 
@@ -346,6 +416,9 @@ class LocalSandbox:
         argv += ["--", "bash", "-c", self._launcher(), "legorl", command]
         if relay is not None:  # join the trial's namespace, where the proxy is relayed
             argv = ["nsenter", f"--net=/proc/self/fd/{relay.ns_fd}", *argv]
+        if self._cgroup is not None and self._cgroup.dirs:
+            procs = self._cgroup.procs_files()
+            argv = ["sh", "-c", CGROUP_JOIN, "legorl-cgroup", str(len(procs)), *procs, *argv]
         clean_env = {**self._env, **(env or {})}  # via the process env, so values never show in ps
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             start = time.monotonic()
@@ -376,6 +449,9 @@ class LocalSandbox:
             code = 128 - code
         if code == 1 and stderr.startswith("bwrap: "):
             raise SandboxError(f"bubblewrap could not set up trial {self.trial_dir.name}: {stderr.strip()}")
+        if code == 125 and stderr.startswith("legorl-cgroup: "):
+            raise SandboxError(f"trial {self.trial_dir.name} could not join its cgroup: {stderr.strip()}")
+        self._check_resources(None if timed_out else code)
         return ExecResult(code, stdout, stderr, timed_out, seconds)
 
     def upload(self, src: Path, dst: str) -> None:
@@ -495,6 +571,7 @@ class LocalSandbox:
         """End the agent phase (see the module doc); returns what the verifier should record."""
         killed = self.kill_all()
         changes = self.changes()
+        self._check_file_sizes(changes)
         diff = self.diff(changes)
         (self.trial_dir / "agent.diff").write_text(diff)
         self.phase = "verify"
@@ -503,12 +580,59 @@ class LocalSandbox:
             _remove(self.host_path(TESTS))
         with self._lock:
             self._mounts = [m for m in self._mounts if not _under(m, TESTS)]
+        self._check_resources(None)  # a layer the agent filled is full for the verifier too
         own = [c for c in changes if any(_under(c.path, m) for m in self.image.mount_points)]
         return {
             "agent_diff": str(self.trial_dir / "agent.diff"),
             "agent_changes": [f"{c.kind[0].upper()} {c.path}" for c in own[:200]],
             "agent_commands_killed": killed,
         }
+
+    def resources_exhausted(self) -> list[dict[str, str]]:
+        """The resource limits the trial's commands ran into: ``phase`` (agent or verify),
+        ``limit`` (its name and value, e.g. ``memory_mb=64``) and ``detail``."""
+        with self._lock:
+            return list(self._exhausted)
+
+    def _check_resources(self, exit_code: int | None) -> None:
+        """Record the limits the last command (or one running beside it) ran into."""
+        found: list[tuple[str, str]] = []
+        if exit_code is not None and (limit := self._options.limits.signalled(exit_code)):
+            found.append((limit, f"a command was killed by signal {exit_code - 128}"))
+        left = self._snapshot.space_left()
+        if left is not None and left < STORAGE_FULL:
+            found.append((f"storage_mb={self._snapshot_mb()}", f"the writable layer is full ({left} bytes left)"))
+        if self._cgroup is not None:
+            for name, count in self._cgroup.exhausted().items():
+                new = count - self._seen.get(name, 0)
+                self._seen[name] = count
+                if new > 0:
+                    what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
+                    found.append((f"{name}={self._cgroup_value(name)}", f"{new} {what[new > 1]}"))
+        self._record(found)
+
+    def _check_file_sizes(self, changes: list[Change]) -> None:
+        """Files of exactly the file-size limit were cut by it (their writer got SIGXFSZ)."""
+        cap = self._options.limits.file_size_mb
+        if not cap:
+            return
+        cut = [c.path for c in changes if c.kind != "deleted" and _size(self.fs / c.path.lstrip("/")) == cap * MB]
+        if cut:
+            self._record([(f"file_size_mb={cap}", f"{', '.join(cut[:5])} stopped at the limit")])
+
+    def _record(self, found: list[tuple[str, str]]) -> None:
+        with self._lock:
+            for limit, detail in found:
+                event = {"phase": self.phase, "limit": limit, "detail": detail}
+                if not any(e["phase"] == self.phase and e["limit"] == limit for e in self._exhausted):
+                    self._exhausted.append(event)
+
+    def _snapshot_mb(self) -> int | None:
+        return getattr(self._snapshot, "size_mb", None)
+
+    def _cgroup_value(self, name: str) -> str:
+        value = self._cgroup.values.get("memory" if name == "memory_mb" else "pids") if self._cgroup else None
+        return f"{value:g}" if value is not None else "?"
 
     # ------------------------------------------------------------------ paths and mounts
 
@@ -532,6 +656,8 @@ class LocalSandbox:
             "user": list(self.user) if self.user else None,
             "hidden": [str(p) for p in self._hidden],
             "limits": self._options.limits.model_dump(),
+            "resources": self._resources,
+            "cgroup": {k: str(v[0]) for k, v in self._cgroup.dirs.items()} if self._cgroup else None,
             "verify_network": self._verify_network,
         }
 
@@ -570,9 +696,14 @@ class LocalSandbox:
                 "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                 "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
             ]  # fmt: skip
-        limits = self._options.limits.prlimit_args()
+        controlled = self._cgroup.values if self._cgroup else {}
+        memory = self._resources.get("memory_mb") if "memory" not in controlled else None
+        limits = self._options.limits.prlimit_args(int(memory) if memory else None)
         if limits:
             wrapper += ["prlimit", *limits, "--"]
+        cpus = self._resources.get("cpus")
+        if cpus and "cpu" not in controlled:  # no cgroup: pin to that many CPUs instead
+            wrapper += ["taskset", "-c", ",".join(map(str, cpu_mask(cpus, self._slot)))]
         return f'exec {shlex.join([*wrapper, "bash", "-c"])} "$1"'
 
     def _bwrap_argv(self, cwd: str, relayed: bool) -> list[str]:
@@ -624,12 +755,53 @@ class LocalSandbox:
         return argv
 
 
-def _release(snapshot: Snapshot, uid_lock: int | None) -> None:
+def _release(snapshot: Snapshot, cgroup: TrialCgroup | None, fds: list[int]) -> None:
     try:
         snapshot.unmount()
     finally:
-        if uid_lock is not None:
-            os.close(uid_lock)  # the uid is free again
+        try:
+            if cgroup is not None:
+                cgroup.remove()  # kills any process left
+        finally:
+            for fd in fds:
+                os.close(fd)  # the uid is free again, the trial's mounts no longer live
+            fds.clear()
+
+
+def _trial_live(trial_dir: Path) -> bool:
+    """Whether a sandbox (of any process) holds ``trial_dir``'s live lock."""
+    try:
+        fd = os.open(trial_dir / LIVE_LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _declared_resources(task: Task) -> dict[str, float]:
+    """The task's ``[environment] memory_mb`` and ``cpus`` (positive numbers only)."""
+    environment = task.config.get("environment", {})
+    found: dict[str, float] = {}
+    for key in ("memory_mb", "cpus"):
+        value = environment.get(key) if isinstance(environment, dict) else None
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise SandboxError(f"task {task.name}: [environment] {key} must be a positive number, got {value!r}")
+        found[key] = value
+    return found
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return -1
 
 
 def _declared_network(task: Task) -> str:

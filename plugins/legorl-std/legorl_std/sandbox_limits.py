@@ -1,13 +1,32 @@
-"""Resource limits of one sandboxed command, applied with util-linux ``prlimit``.
+"""Resource limits of a local trial: ``prlimit`` per command, a cgroup per trial.
 
-Limits are per process (CPU time, address space, file size, open files) except ``nproc``,
-which counts every process of the sandbox's user; the local sandbox gives each trial its
-own user id, so a fork bomb exhausts only its own trial's budget.
+Per-command limits (CPU time, address space, file size, open files) are rlimits; ``nproc``
+counts every process of the sandbox's user, and the local sandbox gives each trial its own
+user id, so a fork bomb exhausts only its own trial's budget. The task's declared memory
+and CPUs (task.toml ``[environment] memory_mb`` / ``cpus``) and the process count are
+enforced for the whole trial by a :class:`TrialCgroup` where a writable cgroup hierarchy
+(v2, else v1) offers the controller; its event counters tell the sandbox when a limit was
+hit. Without one, memory falls back to the address-space rlimit and CPUs to an affinity mask.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
+
+MB = 1 << 20
+CPU_GRACE_SECONDS = 5
+"""The CPU-time hard limit (SIGKILL) comes this long after the soft one (SIGXCPU)."""
+SIGNALLED_BY_LIMIT = {128 + signal.SIGXCPU: "cpu_seconds", 128 + signal.SIGXFSZ: "file_size_mb"}
+"""Exit codes of a command killed by an rlimit's signal, and the limit it names."""
+CFS_PERIOD_US = 100_000
+CGROUP_PREFIX = "legorl-trial-"
 
 
 class Limits(BaseModel):
@@ -24,14 +43,203 @@ class Limits(BaseModel):
     file_size_mb: int | None = Field(default=1024, gt=0, description="Largest file a process may write (RLIMIT_FSIZE).")
     open_files: int | None = Field(default=4096, gt=0, description="Open file descriptors per process (RLIMIT_NOFILE).")
 
-    def prlimit_args(self) -> list[str]:
-        """``prlimit`` options for the set limits (soft = hard), e.g. ``["--cpu=60"]``."""
-        mb = 1 << 20
+    def prlimit_args(self, address_space_mb: int | None = None) -> list[str]:
+        """``prlimit`` options for the set limits, e.g. ``["--cpu=60:65"]``: soft = hard but
+        for CPU time, whose soft limit sends SIGXCPU first (so its exit code names it).
+        ``address_space_mb`` lowers the address-space limit (a task's memory, no cgroup)."""
+        space = min(v for v in (self.address_space_mb, address_space_mb) if v) if (
+            self.address_space_mb or address_space_mb
+        ) else None
+        cpu = self.cpu_seconds and f"{self.cpu_seconds}:{self.cpu_seconds + CPU_GRACE_SECONDS}"
         pairs = (
-            ("cpu", self.cpu_seconds),
-            ("as", self.address_space_mb and self.address_space_mb * mb),
+            ("cpu", cpu),
+            ("as", space and space * MB),
             ("nproc", self.nproc),
-            ("fsize", self.file_size_mb and self.file_size_mb * mb),
+            ("fsize", self.file_size_mb and self.file_size_mb * MB),
             ("nofile", self.open_files),
         )
         return [f"--{name}={value}" for name, value in pairs if value]
+
+    def signalled(self, exit_code: int) -> str | None:
+        """``"cpu_seconds=60"`` when ``exit_code`` is a command killed by an rlimit's signal."""
+        name = SIGNALLED_BY_LIMIT.get(exit_code)
+        value = getattr(self, name) if name else None
+        return f"{name}={value}" if value else None
+
+
+# ---------------------------------------------------------------- cgroups
+
+_V2 = {"memory": "memory.max", "pids": "pids.max", "cpu": "cpu.max"}
+_V1 = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpu": "cpu.cfs_quota_us"}
+
+
+def cgroup_parents() -> dict[str, tuple[Path, bool]]:
+    """controller -> (this process's own cgroup dir, is v2) for memory, pids and cpu, where
+    a writable hierarchy offers it (v2 where its controller is enabled for children)."""
+    found: dict[str, tuple[Path, bool]] = {}
+    mounts = _cgroup_mounts()
+    for line in _read("/proc/self/cgroup").splitlines():
+        _id, names, path = line.split(":", 2)
+        if names == "" and "" in mounts:  # the v2 hierarchy
+            own = mounts[""] / path.lstrip("/")
+            enabled = _read(own / "cgroup.subtree_control").split()
+            for name in _V2:
+                if name in enabled and os.access(own, os.W_OK):
+                    found.setdefault(name, (own, True))
+            continue
+        for name in names.split(","):
+            if name in _V1 and name in mounts and name not in found:
+                own = mounts[name] / path.lstrip("/")
+                if os.access(own, os.W_OK):
+                    found[name] = (own, False)
+    return found
+
+
+@dataclass
+class TrialCgroup:
+    """One trial's cgroup: a dir per controller (one hierarchy each in v1)."""
+
+    dirs: dict[str, tuple[Path, bool]]
+    """controller -> (dir, is v2)"""
+    values: dict[str, float]
+    """controller -> the limit set (MB, processes, CPUs)"""
+
+    @classmethod
+    def create(cls, name: str, *, memory_mb: int | None, cpus: float | None, nproc: int | None) -> TrialCgroup:
+        """Make ``name`` under our own cgroup for each wanted controller the host offers."""
+        wanted = {"memory": memory_mb, "pids": nproc, "cpu": cpus}
+        made = cls({}, {})
+        try:
+            for controller, (parent, v2) in cgroup_parents().items():
+                value = wanted[controller]
+                if not value:
+                    continue
+                path = parent / name
+                path.mkdir(exist_ok=True)
+                made.dirs[controller] = (path, v2)
+                made._set(controller, path, v2, value)
+                made.values[controller] = value
+        except BaseException:
+            made.remove()
+            raise
+        return made
+
+    def procs_files(self) -> list[str]:
+        """The ``cgroup.procs`` files a command's first process joins (one per hierarchy)."""
+        return sorted({str(path / "cgroup.procs") for path, _v2 in self.dirs.values()})
+
+    def exhausted(self) -> dict[str, int]:
+        """Limit name -> how often it was hit: ``memory_mb`` (OOM kills), ``nproc`` (forks refused)."""
+        counts: dict[str, int] = {}
+        if "memory" in self.dirs:
+            path, v2 = self.dirs["memory"]
+            counts["memory_mb"] = _counter(path / ("memory.events" if v2 else "memory.oom_control"), "oom_kill")
+        if "pids" in self.dirs:
+            counts["nproc"] = _counter(self.dirs["pids"][0] / "pids.events", "max")
+        return {k: v for k, v in counts.items() if v}
+
+    def kill(self) -> None:
+        """SIGKILL every process in the trial's cgroups."""
+        for path, _v2 in self.dirs.values():
+            for pid in _read(path / "cgroup.procs").split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self, wait: float = 2.0) -> None:
+        """Kill what is left and remove the dirs (a dying PID namespace needs a moment)."""
+        deadline = time.monotonic() + wait
+        for controller, (path, _v2) in list(self.dirs.items()):
+            while True:
+                self.kill()
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+            del self.dirs[controller]
+
+    def _set(self, controller: str, path: Path, v2: bool, value: float) -> None:
+        if controller == "memory":
+            _write(path / _V2["memory"] if v2 else path / _V1["memory"], str(int(value) * MB))
+            swap = path / ("memory.swap.max" if v2 else "memory.memsw.limit_in_bytes")
+            if swap.exists():  # no swapping past the limit either
+                _write(swap, "0" if v2 else str(int(value) * MB))
+        elif controller == "pids":
+            _write(path / "pids.max", str(int(value)))
+        elif v2:
+            _write(path / "cpu.max", f"{int(value * CFS_PERIOD_US)} {CFS_PERIOD_US}")
+        else:
+            _write(path / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(path / "cpu.cfs_quota_us", str(int(value * CFS_PERIOD_US)))
+
+
+def cgroup_name(trial_id: str) -> str:
+    """The cgroup of a trial of this process (the pid lets a later one sweep it)."""
+    return f"{CGROUP_PREFIX}{os.getpid()}-{trial_id}"
+
+
+def sweep_cgroups() -> None:
+    """Remove trial cgroups left by processes that died without cleaning up (kill -9)."""
+    for parent, v2 in set(cgroup_parents().values()):
+        with contextlib.suppress(OSError):
+            for entry in parent.iterdir():
+                owner = entry.name.removeprefix(CGROUP_PREFIX).split("-", 1)[0]
+                if entry.name.startswith(CGROUP_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+                    with contextlib.suppress(OSError):
+                        TrialCgroup({"any": (entry, v2)}, {}).remove(wait=0.5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cpu_mask(cpus: float, slot: int) -> list[int]:
+    """``ceil(cpus)`` of the CPUs we may use, the ``slot``-th such group (round robin)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    count = min(len(allowed), max(1, int(-(-cpus // 1))))
+    return [allowed[(slot * count + i) % len(allowed)] for i in range(count)]
+
+
+def _cgroup_mounts() -> dict[str, Path]:
+    """controller -> mount point of its v1 hierarchy; "" -> the v2 mount point."""
+    mounts: dict[str, Path] = {}
+    for line in _read("/proc/self/mountinfo").splitlines():
+        left, _sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(tail) < 3 or fields[3] != "/" or "rw" not in fields[5].split(","):
+            continue
+        if tail[0] == "cgroup2":
+            mounts.setdefault("", Path(fields[4]))
+        elif tail[0] == "cgroup":
+            for name in tail[2].split(","):
+                mounts.setdefault(name, Path(fields[4]))
+    return mounts
+
+
+def _counter(path: Path, key: str) -> int:
+    for line in _read(path).splitlines():
+        name, _sep, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)

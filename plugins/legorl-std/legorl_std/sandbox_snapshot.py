@@ -15,9 +15,11 @@ import ctypes
 import difflib
 import hashlib
 import os
+import re
 import shutil
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -51,6 +53,10 @@ class Snapshot(Protocol):
     def unmount(self) -> None: ...
 
     def changes(self) -> list[Change]: ...
+
+    def space_left(self) -> int | None:
+        """Bytes the trial may still write (None: no cap of its own)."""
+        ...
 
 
 # ---------------------------------------------------------------- lower layers
@@ -143,6 +149,12 @@ class Overlay:
                 errno = ctypes.get_errno()
                 raise SnapshotError(errno, f"umount {path}: {os.strerror(errno)}")
 
+    def space_left(self) -> int | None:
+        if self.rw not in self._mounted:
+            return None  # unmounted (a stopped trial): nothing to measure
+        info = os.statvfs(self.rw)
+        return info.f_bavail * info.f_frsize
+
     def changes(self) -> list[Change]:
         found: list[Change] = []
         for directory, dirs, files in os.walk(self.upper):
@@ -178,6 +190,9 @@ class CopySnapshot:
     def unmount(self) -> None:
         pass
 
+    def space_left(self) -> None:
+        return None
+
     def changes(self) -> list[Change]:
         found: list[Change] = []
         for base, other, kind in ((self.merged, self.lower, "added"), (self.lower, self.merged, "deleted")):
@@ -189,6 +204,32 @@ class CopySnapshot:
                     elif kind == "added" and not _same(self.lower / rel, self.merged / rel):
                         found.append(Change("/" + rel, "modified"))
         return sorted(found, key=lambda c: c.path)
+
+
+def stale_mounts(root: Path, live: Callable[[str], bool]) -> list[Path]:
+    """Mount points under ``root/<trial>/`` whose trial is not ``live`` (a killed process's
+    leftovers), deepest first."""
+    prefix = str(root.absolute()).rstrip("/") + "/"
+    found: list[Path] = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = _unescape(line.split()[4])
+        if point.startswith(prefix) and not live(point[len(prefix) :].split("/")[0]):
+            found.append(Path(point))
+    return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
+
+
+def unmount_stale(root: Path, live: Callable[[str], bool]) -> list[Path]:
+    """Lazily unmount :func:`stale_mounts`; returns what was unmounted."""
+    done = []
+    for point in stale_mounts(root, live):
+        if _libc.umount2(str(point).encode(), MNT_DETACH) == 0:
+            done.append(point)
+    return done
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes come as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixes: list[str]) -> str:

@@ -6,7 +6,9 @@ Placeholders filled in by the suite: ``{task}`` (the task dir on the host), ``{t
 loopback and on the host's own address, that serves the fixed ``calc.py``), ``{udp}``
 (``host port`` of a UDP server that answers with it), ``{py}`` (python3 inside).
 ``detected`` marks attacks a policy must report (``cheat_blocked``); the others must fail
-because the sandbox or the verifier makes them harmless.
+because the sandbox or the verifier makes them harmless. ``limits`` names the resource
+limits an attack may run into: its trial ends ``resource_limit`` naming one of them, where
+the host lets the sandbox see those hit (memory and processes need cgroups).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Attack:
     what: str
     commands: tuple[str, ...]
     detected: bool = False
+    limits: tuple[str, ...] = ()
 
 
 def _fetch(url: str) -> str:
@@ -198,15 +201,17 @@ ATTACKS: tuple[Attack, ...] = (
         ("sed -i '1i import os; os._exit(0)' calc.py",),
     ),  # fmt: skip
     # ---- resources
-    Attack("fork-bomb", "resources", "a fork bomb", ("bomb() {{ bomb | bomb & }}; bomb; sleep 30",)),
+    Attack("fork-bomb", "resources", "a fork bomb", ("bomb() {{ bomb | bomb & }}; bomb; sleep 30",), limits=("nproc",)),
     Attack(
         "disk-fill", "resources", "fill the disk",
         ("dd if=/dev/zero of=/app/big bs=1M count=100000 2>/dev/null; "
          "for i in $(seq 1 40); do head -c 50M /dev/zero > /app/fill$i || break; done; true",),
+        limits=("storage_mb", "file_size_mb"),
     ),  # fmt: skip
     Attack(
         "memory-bomb", "resources", "allocate memory without end",
         ("{py} -c 'x = []\nwhile True: x.append(bytearray(64 << 20))'",),
+        limits=("memory_mb",),
     ),  # fmt: skip
     Attack("infinite-loop", "resources", "spin until killed", ("while :; do :; done",)),
     Attack(

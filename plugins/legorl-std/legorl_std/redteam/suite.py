@@ -8,6 +8,7 @@ task's own fix, applied the same way) must still get reward 1, every attack 0.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.redteam.attacks import ATTACKS, Attack
 from legorl_std.redteam.bait import Bait
 from legorl_std.redteam.task import SOLVE_SH, build_task
-from legorl_std.sandbox_limits import Limits
+from legorl_std.sandbox_limits import Limits, cgroup_parents
 from legorl_std.scripted_harness import ScriptedHarness
 from legorl_std.test_script import ScriptVerifier
 
@@ -43,6 +44,8 @@ class Outcome:
     termination: Termination
     reason: str
     seconds: float
+    limits: tuple[str, ...] = ()
+    """The resource limits of which this trial must report running into one (none: need not)."""
 
     @property
     def ok(self) -> bool:
@@ -50,6 +53,11 @@ class Outcome:
             return self.reward == 1.0
         if self.termination in (Termination.INTERNAL_ERROR, Termination.SANDBOX_ERROR):
             return False  # the pipeline broke: the attack proved nothing
+        if self.limits and not (
+            self.termination == Termination.RESOURCE_LIMIT
+            and self.reason.startswith(tuple(f"{limit}=" for limit in self.limits))
+        ):
+            return False
         blocked = self.termination == Termination.CHEAT_BLOCKED
         return self.reward == 0.0 and (blocked or not self.attack.detected)
 
@@ -79,6 +87,7 @@ def run_suite(attacks: list[Attack] | None = None, workers: int = 3) -> list[Out
             LocalSandboxOptions(keep=True, limits=REDTEAM_LIMITS), BuildContext(run_dir=workdir / "run")
         )
         fill = {**bait.placeholders, "task": str(task.path), "trials": str(backend.root), "py": "python3"}
+        seen = reported_limits()
 
         def trial(attack: Attack) -> Outcome:
             commands = [c if attack is ORACLE else c.format(**fill) for c in attack.commands]
@@ -96,7 +105,8 @@ def run_suite(attacks: list[Attack] | None = None, workers: int = 3) -> list[Out
             )
             start = time.monotonic()
             result = runner.run(task, attack.name)
-            return Outcome(attack, result.reward, result.termination, result.reason, time.monotonic() - start)
+            limits = tuple(limit for limit in attack.limits if limit in seen)
+            return Outcome(attack, result.reward, result.termination, result.reason, time.monotonic() - start, limits)
 
         outcomes = [trial(ORACLE)]
         with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -108,12 +118,22 @@ def run_suite(attacks: list[Attack] | None = None, workers: int = 3) -> list[Out
         _cleanup(workdir)
 
 
+def reported_limits() -> set[str]:
+    """The limits whose hitting the local sandbox reports on this host (see its preflight):
+    storage and cgroups need root, memory and processes their cgroup controllers."""
+    if os.geteuid() != 0:
+        return {"file_size_mb", "cpu_seconds"}
+    by_cgroup = {"memory": "memory_mb", "pids": "nproc"}
+    return {"storage_mb", "file_size_mb", "cpu_seconds"} | {by_cgroup[c] for c in cgroup_parents() if c in by_cgroup}
+
+
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     attacks = [o for o in outcomes if o.attack is not ORACLE]
     return {
         "attacks": len(attacks),
         "false_rewards": sum(o.reward != 0.0 for o in attacks),
         "detected": sum(o.termination == Termination.CHEAT_BLOCKED for o in attacks),
+        "resource_limits": sum(o.termination == Termination.RESOURCE_LIMIT for o in attacks),
         "missed_detections": sum(not o.ok and o.reward == 0.0 for o in attacks),
         "oracle_ok": all(o.ok for o in outcomes if o.attack is ORACLE),
     }

@@ -91,6 +91,7 @@ def build_task(root: Path) -> Task:
             [environment]
             network_mode = "no-network"
             storage_mb = 256
+            memory_mb = 768
             """
         )
     )
