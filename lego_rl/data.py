@@ -31,6 +31,9 @@ class Termination(StrEnum):
     VERIFIER_ERROR = "verifier_error"
     CHEAT_BLOCKED = "cheat_blocked"
     INTERNAL_ERROR = "internal_error"
+    CANCELLED = "cancelled"
+    """The engine stopped the trial (the run ended, or it became too stale to train): nobody's
+    fault; never trained, counted or retried."""
 
 
 class Attribution(StrEnum):
@@ -55,7 +58,7 @@ POLICY_TERMINATIONS = frozenset(
 
 def attribute(termination: Termination) -> Attribution:
     """Default attribution of a termination reason."""
-    if termination == Termination.COMPLETED:
+    if termination in (Termination.COMPLETED, Termination.CANCELLED):
         return Attribution.NONE
     if termination in POLICY_TERMINATIONS:
         return Attribution.POLICY

@@ -255,3 +255,15 @@ def test_close_gives_up_on_trials_that_never_end() -> None:
     start = clock.now()
     pool.close(grace=5.0)  # SimLauncher's cancelled trials never report
     assert clock.now() == pytest.approx(start + 5.0) and not pool.running
+
+
+def test_a_cancelled_trial_is_nobodys_fault_and_never_retried() -> None:
+    from lego_rl.data import Attribution, Termination
+    from lego_rl.engine.faults import should_retry, timed_out
+
+    verdict = timed_out("t-1", "task", "g", 3, "agent", 60.0, RUN_ENDED)
+    assert verdict.termination == Termination.CANCELLED and verdict.reason == RUN_ENDED
+    assert verdict.attribution == Attribution.NONE
+    assert not should_retry(verdict, attempt=0, retries=3)
+    watchdog = timed_out("t-2", "task", "g", 3, "agent", 60.0)
+    assert watchdog.termination != Termination.CANCELLED

@@ -35,10 +35,10 @@ def timed_out(
     trial_id: str, task: str, group: str, step: int, phase: str, limit: float, why: str = ""
 ) -> TrialResult:
     """The result the pool records for a trial it gave up on: past its limit in ``phase``,
-    or cancelled for ``why`` (infrastructure: not the policy's doing)."""
+    or cancelled for ``why`` (nobody's fault: see Termination.CANCELLED)."""
     termination, reason = watchdog_verdict(phase, limit)
     if why:
-        termination, reason = Termination.INTERNAL_ERROR, why
+        termination, reason = Termination.CANCELLED, why
     return TrialResult(
         trial_id=trial_id,
         task=task,

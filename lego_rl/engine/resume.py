@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from lego_rl.data import Attribution, Trajectory, TrialResult
+from lego_rl.data import Attribution, Termination, Trajectory, TrialResult
 from lego_rl.engine.pool import Job, Launcher, RolloutPool
 from lego_rl.observe.store import STORE_FILE, count_events, read_trials
 from lego_rl.spec.models import Spec
@@ -147,6 +147,8 @@ def recoverable(run_dir: Path, state: dict[str, Any], staleness: int) -> dict[Sl
         if slot is None or slot[0] < first:
             continue
         if summary.get("attribution") == Attribution.INFRASTRUCTURE.value:
+            continue
+        if summary.get("termination") == Termination.CANCELLED.value:
             continue
         versions = [summary.get("step", 0)] + [v for v, _ in summary.get("call_versions", [])]
         result = _load(run_dir, summary) if max(versions) <= version else None
