@@ -28,10 +28,11 @@ if [[ ! -x /usr/bin/chromium ]]; then
     fi
 fi
 
-# Harness CLIs from npm (claude-code, codex): each distribution pins its CLI in
+# Harness CLIs from npm (claude-code, codex; opencode, the worked third-party example in
+# contrib/): each distribution pins its CLI in
 # package.json + package-lock.json; `npm ci` installs it into that distribution's node_modules
 # (the native binaries come as the packages' optional npm dependencies). Cached per lock file.
-for lock in plugins/*/package-lock.json; do
+for lock in plugins/*/package-lock.json contrib/*/package-lock.json; do
     [[ -f "$lock" ]] || continue
     dir="$(dirname "$lock")"
     stamp="$dir/node_modules/.legorl-npm-ci"
@@ -45,7 +46,7 @@ for lock in plugins/*/package-lock.json; do
     (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) && echo "$lock_sum" > "$stamp"
 done
 
-want="$(cat pyproject.toml plugins/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml plugins/*/pyproject.toml contrib/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/legorl" ]]; then
     exit 0
 fi
@@ -64,6 +65,6 @@ pip_install() {
 # torch first and pinned: an unpinned resolve would pull a newer multi-GB build.
 pip_install "torch==2.13.0"
 pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent \
-    -e plugins/legorl-claude-code -e plugins/legorl-codex
+    -e plugins/legorl-claude-code -e plugins/legorl-codex -e contrib/legorl-opencode
 echo "$want" > "$STAMP"
 echo "setup done: $VENV"

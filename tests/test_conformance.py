@@ -1,7 +1,9 @@
-"""Every installed plugin passes each of its kind's conformance contracts."""
+"""Every installed first-party plugin passes each of its kind's conformance contracts
+(third-party distributions, such as contrib/legorl-opencode, run them in their own tests)."""
 
 import pytest
 
+from lego_rl.catalog import is_first_party
 from lego_rl.testing import contract_id, installed_contracts, installed_plugins
 
 MODEL_FREE_HARNESSES = {"scripted"}
@@ -11,7 +13,8 @@ harness with the scripted policy do not apply to them."""
 CASES = [
     (plugin, contract)
     for plugin, contract in installed_contracts()
-    if not (plugin.kind == "harness" and plugin.name in MODEL_FREE_HARNESSES
+    if is_first_party(plugin.distribution)
+    and not (plugin.kind == "harness" and plugin.name in MODEL_FREE_HARNESSES
             and contract.name not in ("structure", "preflight"))
 ]
 
