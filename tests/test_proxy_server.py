@@ -310,3 +310,31 @@ def test_a_failing_on_call_observer_does_not_fail_the_call(tokenizer):
     reply = handler.handle(session, OpenAIChatDialect(), body)
     assert reply["choices"][0]["message"]["content"] == "hi" and len(session.calls) == 1
     assert session.errors == ["on_call failed for call 0: OSError: disk full"]
+
+
+def test_start_freezes_the_startup_heap_once_per_process(monkeypatch, tokenizer):
+    """A full collection walking the imported libraries stalls every call in flight; the first
+    started server moves them out of the collector's reach (unless told not to)."""
+    import gc
+
+    from lego_rl.proxy import server as server_module
+
+    def started(**options):
+        proxy = ProxyServer(
+            ScriptedInference(tokenizer, ["hi"]),
+            {"openai-chat": OpenAIChatDialect()},
+            model_name="tiny-policy",
+            **options,
+        )
+        proxy.start()
+        proxy.stop()
+
+    monkeypatch.setattr(server_module, "_heap_frozen", False)
+    gc.unfreeze()
+    started(freeze_heap=False)
+    assert gc.get_freeze_count() == 0
+    started()
+    frozen = gc.get_freeze_count()
+    assert frozen > 0 and server_module._heap_frozen
+    started()  # later servers leave the frozen heap alone
+    assert gc.get_freeze_count() <= frozen

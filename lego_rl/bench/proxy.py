@@ -16,13 +16,14 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
 import json
 import multiprocessing
 import statistics
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from lego_rl.data import Generation, Sampling
@@ -105,11 +106,16 @@ def next_turn(messages: list[dict[str, Any]], reply: dict[str, Any], turn: int) 
 
 
 class PacedInference:
-    """A backend that takes ``delay`` seconds and answers a fixed tool call."""
+    """A backend that takes ``delay`` seconds and answers a fixed tool call. Its replies are
+    tokenized once up front, so its own work does not count as the proxy's."""
 
     def __init__(self, tokenizer: Any, delay: float):
         self.tokenizer, self.delay, self.policy_version = tokenizer, delay, 0
         self.turn = 0
+        self.replies = [
+            [*tokenizer.encode(REPLY % n, add_special_tokens=False), tokenizer.eos_token_id]
+            for n in range(7)
+        ]
 
     def generate(
         self, prompt_ids: list[int], sampling: Sampling, on_token: Any = None
@@ -117,10 +123,7 @@ class PacedInference:
         if self.delay:
             time.sleep(self.delay)
         self.turn += 1
-        ids = [
-            *self.tokenizer.encode(REPLY % (self.turn % 7), add_special_tokens=False),
-            self.tokenizer.eos_token_id,
-        ]
+        ids = list(self.replies[self.turn % 7])
         return Generation(completion_ids=ids, logprobs=[-0.1] * len(ids))
 
     def preflight(self) -> list[Problem]:
@@ -179,6 +182,36 @@ def _load(
     out.put((latencies, sizes))
 
 
+class GcPauses:
+    """Collector pauses of this (the proxy's) process while installed, per generation."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._started))
+
+    def __enter__(self) -> Self:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict[str, float]:
+        full = [d for g, d in self.pauses if g == 2]
+        return {
+            "gc_collections": len(self.pauses),
+            "gc_full_collections": len(full),
+            "gc_max_pause_ms": max((d for _, d in self.pauses), default=0.0) * 1e3,
+            "gc_total_pause_ms": sum(d for _, d in self.pauses) * 1e3,
+        }
+
+
 def _serve_load(
     tokenizer: Any,
     delay: float,
@@ -219,10 +252,11 @@ def _serve_load(
                 out,
             ),
         )
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        child.start()
-        latencies, sizes = out.get(timeout=seconds + 120)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        with GcPauses() as pauses:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            child.start()
+            latencies, sizes = out.get(timeout=seconds + 120)
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         child.join(10)
         calls = [c for s in opened for c in s.calls]
         return {
@@ -236,6 +270,7 @@ def _serve_load(
                 server.handler.prefix_cache.misses,
             ),
             "renders": dict(server.handler.renderer.counts),
+            "gc": pauses.summary(),
         }
     finally:
         server.stop()
@@ -345,6 +380,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "extends_share": paced["extends_share"],
         "prefix_cache_hits_misses": list(paced["cache"]),
         "renders": paced["renders"],
+        "paced_gc": paced["gc"],
     }
 
     closed = _serve_load(

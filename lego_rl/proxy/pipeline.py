@@ -212,7 +212,9 @@ class CallHandler:
                 session.errors.append(message)
                 raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
             stop = stop_ids(tokenizer, session.sampling)
-            record = CallRecord(
+            # Built without validation: the fields are typed here, and validating prompt ids
+            # would copy a list as long as the context on every call.
+            record = CallRecord.model_construct(
                 session=session.id,
                 index=session.next_index,
                 dialect=session.dialect,

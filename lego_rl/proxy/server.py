@@ -8,6 +8,7 @@ session's key. Calls run in worker threads so one long generation never blocks t
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 import time
@@ -30,6 +31,21 @@ from lego_rl.proxy.render import load_template
 from lego_rl.proxy.session import ProxySession
 
 STARTUP_TIMEOUT_S = 30.0
+_heap_frozen = False
+
+
+def freeze_startup_heap() -> None:
+    """Exclude the objects alive now (the imported libraries: hundreds of thousands in a process
+    with transformers) from every later garbage collection, once per process.
+
+    A full collection walks every tracked object and stalls all calls in flight for as long
+    (about 0.2-0.5 s with transformers imported); frozen objects are still freed by reference
+    counting, only garbage cycles alive at this moment would be kept (a collection runs first)."""
+    global _heap_frozen
+    if not _heap_frozen:
+        _heap_frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 class ProxyServer:
@@ -48,8 +64,10 @@ class ProxyServer:
         on_call: Callable[[CallRecord], None] | None = None,
         max_workers: int = 256,
         max_body_bytes: int = 32 * 1024 * 1024,
+        freeze_heap: bool = True,
     ):
         self.dialects = dict(dialects)
+        self.freeze_heap = freeze_heap
         self.model_name = model_name
         self.host, self.port = host, port
         self.max_workers = max_workers
@@ -80,6 +98,8 @@ class ProxyServer:
         """Listen in a background thread; returns once the socket accepts connections."""
         if self._server is not None:
             raise RuntimeError(f"proxy already started at {self.url}")
+        if self.freeze_heap:
+            freeze_startup_heap()
         self._executor = ThreadPoolExecutor(
             self.max_workers, thread_name_prefix="legorl-proxy-call"
         )
