@@ -46,6 +46,23 @@ for lock in plugins/*/package-lock.json contrib/*/package-lock.json; do
     (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) && echo "$lock_sum" > "$stamp"
 done
 
+# OpenHands CLI: its own virtualenv (its pins conflict with ours, e.g. rich<14.3; ~800 MB, a few
+# minutes), which the openhands harness plugin finds next to itself. Cached per requirements file.
+oh="plugins/legorl-openhands"
+oh_sum="$(sha256sum "$oh/requirements.txt" | cut -d' ' -f1)"
+if [[ ! -x "$oh/.venv/bin/openhands" || "$(cat "$oh/.venv/.legorl-req" 2>/dev/null)" != "$oh_sum" ]]; then
+    echo "installing the pinned OpenHands CLI in $oh/.venv (a few minutes)"
+    rm -rf "$oh/.venv"
+    if "$(scripts/find-python.sh)" -m venv "$oh/.venv" \
+        && "$oh/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$oh/requirements.txt" 2>&1 \
+            | { grep -v "^WARNING: Location '.*' is ignored" || true; } \
+        && [[ -x "$oh/.venv/bin/openhands" ]]; then
+        echo "$oh_sum" > "$oh/.venv/.legorl-req"
+    else
+        echo "warning: the OpenHands CLI could not be installed into $oh/.venv; rerun scripts/setup.sh" >&2
+        rm -rf "$oh/.venv"
+    fi
+fi
 want="$(cat pyproject.toml plugins/*/pyproject.toml contrib/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/legorl" ]]; then
     exit 0
@@ -65,6 +82,7 @@ pip_install() {
 # torch first and pinned: an unpinned resolve would pull a newer multi-GB build.
 pip_install "torch==2.13.0"
 pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent \
-    -e plugins/legorl-claude-code -e plugins/legorl-codex -e contrib/legorl-opencode
+    -e plugins/legorl-claude-code -e plugins/legorl-codex -e contrib/legorl-opencode \
+    -e plugins/legorl-openhands
 echo "$want" > "$STAMP"
 echo "setup done: $VENV"
