@@ -290,7 +290,8 @@ def test_no_trial_finished_before_a_kill_is_lost(scenario: Scenario) -> None:
     for kill in scenario.kills:
         for tid, result in kill.trials.items():
             assert stored.get(tid) == result, f"{tid} lost or overwritten by a later run"
-            if result["step"] >= kill.checkpoint and result["attribution"] != "infrastructure":
+            finished = result["attribution"] != "infrastructure" and result["termination"] != "cancelled"
+            if result["step"] >= kill.checkpoint and finished:
                 assert tid in trained, f"{tid} finished after the checkpoint but was run again"
                 reused += 1
     assert reused, "no kill landed after a trial of an unsaved step had finished"
