@@ -24,13 +24,13 @@ from typing import Any, Literal, Protocol
 
 from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.clock import Clock
+from lego_rl.engine.context import Group
 from lego_rl.engine.faults import TRIAL_TIMEOUT_MARGIN_S, should_retry
 from lego_rl.engine.groups import first_version, informative
 from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_lag
 from lego_rl.engine.scheduler import TaskCycle, history_weight
 from lego_rl.kinds import Filter, Task
 
-Group = list[TrialResult]
 
 CLOSE_GRACE_S = 30.0
 """How long :meth:`RolloutPool.close` waits for the trials it cancelled to end."""
