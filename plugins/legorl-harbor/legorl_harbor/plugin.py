@@ -1,0 +1,5 @@
+"""Entry point of legorl-harbor."""
+
+from legorl_harbor.sandbox import legorl_register_sandbox
+
+__all__ = ["legorl_register_sandbox"]
