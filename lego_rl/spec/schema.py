@@ -83,6 +83,9 @@ def _options_def(info: PluginInfo, defs: dict[str, Any]) -> str:
     except (PydanticInvalidForJsonSchema, PydanticUserError) as exc:
         options = {"type": "object", "description": f"not expressible as JSON Schema: {exc}"}
     own = options.pop("$defs", {})
+    # an options model's examples are the conformance kit's build options (they may name files
+    # of this machine); the committed schema must not depend on where the repository lives
+    options.pop("examples", None)
     rename = {f"#/$defs/{k}": f"#/$defs/{prefix}.{k}" for k in own}
     for key, value in own.items():
         defs[f"{prefix}.{key}"] = _rename_refs(value, rename)
