@@ -9,13 +9,11 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from legorl_std.harbor_tasks import load_task
+from legorl_std.task_cache import cached_task_set
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl
@@ -25,7 +23,6 @@ from legorl_swe_bench.harbor import DEFAULT_IMAGE, write_task
 from legorl_swe_bench.instances import Instance, InstanceError, read_instances
 
 DEFAULT_CACHE = Path("~/.cache/legorl/swe-bench")
-MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 """Bumped whenever the written task layout changes, so older caches are not reused."""
 EXAMPLE = Path(__file__).parent / "examples" / "instances.jsonl"
@@ -124,37 +121,21 @@ def ensure_tasks(
     root: Path, instances: list[Instance], options: SweBenchOptions, repos: Path | None
 ) -> list[Path]:
     """The task directories of these instances and options under ``root``, written if not there yet."""
-    target = root / cache_key(instances, options, repos)
-    if not (target / MANIFEST).is_file():
-        root.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
-        try:
-            for instance in instances:
-                write_task(
-                    instance, scratch / instance.instance_id,
-                    mirror=mirror_of(repos, instance.repo) if repos is not None else None,
-                    test_cmd=instance.test_cmd or options.test_cmd, log_parser=options.log_parser,
-                    image_template=options.image, agent_timeout_sec=options.agent_timeout_sec,
-                    verifier_timeout_sec=options.verifier_timeout_sec,
-                )  # fmt: skip
-                for script in (scratch / instance.instance_id).glob("*/*.sh"):
-                    script.chmod(0o755)
-            names = [i.instance_id for i in instances]
-            (scratch / MANIFEST).write_text(
-                json.dumps({"tasks": names}, indent=1) + "\n"
-            )
-            if target.exists():  # an incomplete set left by an interrupted run
-                shutil.rmtree(target)
-            os.replace(scratch, target)
-        except OSError:
-            if not (
-                target / MANIFEST
-            ).is_file():  # not just another process winning the race
-                raise
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    names = json.loads((target / MANIFEST).read_text(encoding="utf-8"))["tasks"]
-    return [target / name for name in names]
+
+    def write(scratch: Path) -> dict[str, object]:
+        for instance in instances:
+            write_task(
+                instance, scratch / instance.instance_id,
+                mirror=mirror_of(repos, instance.repo) if repos is not None else None,
+                test_cmd=instance.test_cmd or options.test_cmd, log_parser=options.log_parser,
+                image_template=options.image, agent_timeout_sec=options.agent_timeout_sec,
+                verifier_timeout_sec=options.verifier_timeout_sec,
+            )  # fmt: skip
+            for script in (scratch / instance.instance_id).glob("*/*.sh"):
+                script.chmod(0o755)
+        return {"tasks": [i.instance_id for i in instances]}
+
+    return cached_task_set(root / cache_key(instances, options, repos), write)
 
 
 def cache_key(
