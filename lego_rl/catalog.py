@@ -48,7 +48,6 @@ CATALOG: dict[tuple[str, str], str] = {
     ("tasks", "swe-bench"): "legorl-swe-bench",
     ("verifier", "swe-bench"): "legorl-swe-bench",
     ("inference", "vllm"): "legorl-vllm",
-    ("inference", "verl"): "legorl-verl",
     ("trainer", "verl"): "legorl-verl",
     ("observer", "wandb"): "legorl-wandb",
     ("observer", "tensorboard"): "legorl-tensorboard",

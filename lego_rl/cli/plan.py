@@ -19,6 +19,7 @@ from lego_rl.cli.common import (
     reports_errors,
 )
 from lego_rl.cli.readiness import Readiness, check
+from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.load import SpecError
 from lego_rl.spec.resolve import Resolved, load_and_resolve
 
@@ -49,10 +50,12 @@ def plan(
         typer.echo(json.dumps({"spec": str(spec), "errors": _errors(exc)}, indent=2))
         raise typer.Exit(EXIT_SPEC) from None
     readiness = check(resolved, reg, spec)
+    details = plugin_details(resolved, reg, spec)
     if as_json:
-        typer.echo(json.dumps(plan_data(spec, readiness), indent=2))
+        typer.echo(json.dumps({**plan_data(spec, readiness), "details": details}, indent=2))
     else:
         show_plan(spec, readiness)
+        show_details(details)
     if not readiness.ready:
         raise typer.Exit(EXIT_NOT_READY)
 
@@ -84,6 +87,34 @@ def plan_data(spec_path: Path, readiness: Readiness) -> dict[str, Any]:
         "preflight": [f.as_dict() for f in readiness.findings],
         "needs_gpu": readiness.needs_gpu,
     }
+
+
+def plugin_details(resolved: Resolved, reg: Registry, spec_path: Path) -> dict[str, Any]:
+    """Block path -> what its plugin adds to the plan, through the optional hook of any kind:
+    a factory attribute ``plan_details(options, ctx) -> dict`` (the verl trainer shows its verl
+    config). A hook that raises gives ``{"error": ...}``."""
+    spec = resolved.spec
+    ctx = BuildContext(
+        spec=spec, run_dir=spec.run.run_dir.resolve(), spec_dir=spec_path.resolve().parent
+    )
+    details: dict[str, Any] = {}
+    for b in resolved.blocks:
+        hook = getattr(b.info.factory, "plan_details", None) if b.info else None
+        if not callable(hook) or b.options is None:
+            continue
+        try:
+            details[b.path] = hook(b.options, ctx)
+        except Exception as exc:  # noqa: BLE001 - a plugin's hook must not end the plan
+            details[b.path] = {"error": f"{type(exc).__name__}: {exc}"}
+    return details
+
+
+def show_details(details: dict[str, Any]) -> None:
+    for path, data in details.items():
+        for title, value in data.items():
+            out.print(f"\n[bold]{escape(path)}: {escape(title)}[/bold]")
+            text = yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip()
+            out.print(escape(_indent(text)))
 
 
 def options_data(resolved: Resolved) -> dict[str, Any]:

@@ -1,0 +1,115 @@
+"""The verl agent loop ``legorl``: one lego-rl trial per sample, returned as verl's
+AgentLoopOutput built from the recorded tokens (see :mod:`legorl_verl.output`).
+
+verl instantiates it per sample with ``hydra.utils.instantiate`` (our entry in
+``agent_loops.yaml``, loaded by every AgentLoopWorker, plus ``register`` for this process).
+Each dataset row names its task in ``extra_info.task`` (written by the trainer plugin).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
+
+from lego_rl.data import Attribution, TrialResult
+from legorl_verl.config import AGENT_NAME
+from legorl_verl.output import routing_shape, to_sample
+from legorl_verl.trials import TrialKit, kit_for
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _threads(concurrency: int) -> ThreadPoolExecutor:
+    """Trials block on their harness: run them on threads, as many as run.concurrency."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(concurrency, thread_name_prefix="legorl-trial")
+    return _executor
+
+
+@register(AGENT_NAME)
+class LegoRLAgentLoop(AgentLoopBase):
+    """Runs the sample's task as one lego-rl trial through verl's rollout servers."""
+
+    def __init__(self, trainer_config: Any, server_manager: Any, tokenizer: Any, *, kit: TrialKit | None = None, **kwargs: Any):
+        # verl's base constructor prepares chat-template token builders that this loop never
+        # uses (the proxy renders); only the parts the loop needs are kept.
+        self.config = trainer_config.config
+        self.rollout_config = self.config.actor_rollout_ref.rollout
+        self.server_manager = server_manager
+        self.tokenizer = tokenizer
+        legorl = OmegaConf.to_container(self.config.legorl, resolve=True)
+        assert isinstance(legorl, dict)
+        self.kit = kit or kit_for(legorl)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        import asyncio
+
+        extra = kwargs.get("extra_info") or {}
+        task = str(extra["task"])
+        trial_id = f"{task}-{uuid.uuid4().hex[:10]}"
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        result = await loop.run_in_executor(
+            _threads(self.kit.spec.run.concurrency),
+            self.kit.run,
+            task,
+            trial_id,
+            self.server_manager,
+            loop,
+            self.tokenizer,
+        )
+        return self.output(result, time.monotonic() - started)
+
+    def output(self, result: TrialResult, seconds: float) -> AgentLoopOutput:
+        """verl's output of a finished trial."""
+        rollout = self.rollout_config
+        replay = bool(rollout.enable_rollout_routing_replay)
+        shape = routing_shape(result.trajectory) if replay else None
+        if replay and shape is None:
+            shape = _model_routing_shape(self.config)
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        sample = to_sample(
+            result.trajectory,
+            prompt_length=int(rollout.prompt_length),
+            response_length=int(rollout.response_length),
+            pad_id=pad if isinstance(pad, int) else 0,
+            routing_shape=shape,
+            choose=self.config.legorl.get("segments", "last"),
+            train=result.attribution != Attribution.INFRASTRUCTURE,
+        )
+        return AgentLoopOutput(
+            prompt_ids=sample.prompt_ids,
+            response_ids=sample.response_ids,
+            response_mask=sample.response_mask,
+            response_logprobs=sample.response_logprobs,
+            routed_experts=sample.routed_experts,
+            reward_score=float(result.reward),
+            num_turns=result.calls,
+            metrics=AgentLoopMetrics(generate_sequences=seconds),
+            extra_fields={
+                "legorl_trial": result.trial_id,
+                "legorl_termination": result.termination.value,
+                **{f"legorl_{k}": v for k, v in sample.stats.items()},
+            },
+        )
+
+
+def _model_routing_shape(config: Any) -> tuple[int, int]:
+    """(MoE layers, experts per token) of the policy, for a trial without recorded routing."""
+    from transformers import AutoConfig
+
+    model = config.actor_rollout_ref.model
+    hf = AutoConfig.from_pretrained(model.hf_config_path or model.path, trust_remote_code=model.trust_remote_code)
+    text = getattr(hf, "text_config", hf)
+    return int(text.num_hidden_layers), int(text.num_experts_per_tok)

@@ -1,0 +1,60 @@
+"""Options of the ``verl`` trainer plugin: pydantic only, so registering it is instant."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class VerlTrainerOptions(BaseModel):
+    """Options of the ``verl`` trainer (verl's RayPPOTrainer with lego-rl trials as rollouts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: Literal["fsdp", "megatron"] = Field(
+        default="fsdp",
+        description="verl training engine: fsdp (verl's 'dp' engine) or megatron. Routing replay "
+        "(inference.options.enable_routing_replay) needs megatron in verl 0.9.",
+    )
+    nodes: int = Field(default=1, ge=1, description="Ray nodes (verl trainer.nnodes).")
+    gpus_per_node: int = Field(default=8, ge=1, description="GPUs per node (verl trainer.n_gpus_per_node).")
+    learning_rate: float = Field(default=1e-6, gt=0.0, description="Actor learning rate.")
+    warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warmup, in steps.")
+    micro_batch_size: int = Field(
+        default=1, ge=1, description="Sequences per GPU per forward/backward (and log-prob) pass."
+    )
+    gradient_checkpointing: bool = Field(
+        default=True, description="Recompute activations in backward (less memory, slower)."
+    )
+    async_mode: Literal["none", "one-step-off", "fully-async"] = Field(
+        default="none",
+        description="none: generate, then train; one-step-off: rollout and training colocated, "
+        "one batch ahead (verl colocate_async); fully-async: rollout on its own replicas with "
+        "partial rollouts (verl separate_async).",
+    )
+    parameter_sync_steps: int = Field(
+        default=1, ge=1, description="fully-async: trainer steps between weight syncs to the rollout."
+    )
+    prompt_length: int | None = Field(
+        default=None,
+        ge=1,
+        description="verl's padded prompt width in tokens; default half of model.max_context. "
+        "A trial's tokens past it go to the response side (mask 0 where not sampled).",
+    )
+    agent_workers: int = Field(
+        default=8, ge=1, description="verl agent-loop workers (each runs its share of the trials)."
+    )
+    segments: Literal["last", "most-trained"] = Field(
+        default="last",
+        description="verl 0.9 trains one sequence per sample: which segment of a multi-segment "
+        "trajectory (after a history rewrite) becomes it; the others are reported, not trained.",
+    )
+    save_every: int = Field(
+        default=-1, description="Save a verl checkpoint every N steps (-1: only what verl does by default)."
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Raw verl config keys (dotted, e.g. actor_rollout_ref.actor.ppo_epochs) applied "
+        "last; a key verl does not have is an error.",
+    )

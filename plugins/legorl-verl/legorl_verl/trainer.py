@@ -1,0 +1,84 @@
+"""The ``verl`` trainer: the spec as verl's config, the tasks as verl's dataset, verl's loop.
+
+verl owns the outer loop (its RayPPOTrainer on Ray, FSDP or Megatron); rollouts are our
+agent loop ``legorl`` (one trial per sample). The run context's own rollout pool and
+inference are not used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lego_rl.kinds import Problem
+from lego_rl.registry import BuildContext, default_registry
+from lego_rl.spec.models import Spec
+from lego_rl.spec.resolve import resolve
+from legorl_verl.config import TASKS_FILE, TranslationError, resolved, translate
+from legorl_verl.dataset import write_tasks
+from legorl_verl.options import VerlTrainerOptions
+
+
+class VerlTrainer:
+    owns_rollout = True
+    """``apply`` builds no inference, proxy or pool of its own for this trainer."""
+
+    def __init__(self, options: VerlTrainerOptions, ctx: BuildContext):
+        self.options, self.ctx = options, ctx
+
+    def config(self, spec: Spec) -> Any:
+        """verl's DictConfig for ``spec`` (raises TranslationError)."""
+        run_dir = self.ctx.run_dir or spec.run.run_dir.resolve()
+        spec_dir = self.ctx.spec_dir or Path.cwd()
+        return translate(
+            spec,
+            self.options,
+            run_dir=run_dir,
+            spec_dir=spec_dir,
+            optimizer=block_options(spec, "optimizer"),
+            filter=block_options(spec, "filter"),
+        )
+
+    def preflight(self) -> list[Problem]:
+        if self.ctx.spec is None:
+            return []
+        try:
+            resolved(self.config(self.ctx.spec))
+        except TranslationError as exc:
+            return [Problem(f"{path}: {msg}", fix="see `legorl plan` for the verl config") for path, msg in exc.errors]
+        return [
+            Problem(
+                "trainer verl runs on a Ray cluster of GPU nodes",
+                fix=f"{self.options.nodes} node(s) x {self.options.gpus_per_node} GPU(s), Ray started",
+                fatal=False,
+            )
+        ]
+
+    def plan_details(self, spec: Spec) -> dict[str, Any]:
+        """The resolved verl config that ``apply`` would launch."""
+        return {"verl config": resolved(self.config(spec))}
+
+    def run(self, ctx: Any) -> None:
+        from verl.trainer.main_ppo import main
+
+        cfg = self.config(ctx.spec)
+        resolved(cfg)
+        tasks = ctx.filter.select_tasks(self._tasks(ctx.spec))
+        write_tasks(tasks, Path(cfg.legorl.run_dir) / TASKS_FILE)
+        ctx.log(f"verl: {len(tasks)} tasks, {ctx.spec.run.steps} steps")
+        main(cfg)
+
+    def _tasks(self, spec: Spec) -> list[Any]:
+        registry = default_registry()
+        block = resolve(spec, registry).block("tasks")
+        return registry.build("tasks", block.block.plugin, block.options, self.ctx).tasks()
+
+
+def block_options(spec: Spec, kind: str) -> dict[str, Any]:
+    """A block's options with its plugin's defaults when the plugin is installed here."""
+    block = getattr(spec, kind)
+    try:
+        return default_registry().options(kind, block.plugin, block.options).model_dump()
+    except Exception:  # noqa: BLE001 - plugin not installed here: the options as written
+        return dict(block.options)
+
