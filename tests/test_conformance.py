@@ -3,7 +3,7 @@
 
 import pytest
 
-from lego_rl.catalog import is_first_party
+from lego_rl.catalog import NEEDS_GPU, is_first_party
 from lego_rl.testing import contract_id, installed_contracts, installed_plugins
 
 MODEL_FREE_HARNESSES = {"scripted"}
@@ -16,6 +16,9 @@ CASES = [
     if is_first_party(plugin.distribution)
     and not (plugin.kind == "harness" and plugin.name in MODEL_FREE_HARNESSES
             and contract.name not in ("structure", "preflight"))
+    # GPU engines (vLLM, verl) need their server here: tests/test_vllm_plugin.py and
+    # tests/test_verl_plugin.py cover them on CPU through stand-ins of the same shapes
+    and not (plugin.distribution in NEEDS_GPU and contract.name not in ("structure", "preflight"))
 ]
 
 
