@@ -76,7 +76,7 @@ class TinyChatTokenizer:
         core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         core.decoder = decoders.ByteLevel()
         core.add_special_tokens(SPECIAL_TOKENS)
-        self.core = core
+        self.core = self.backend_tokenizer = core
         self.eos_token = SPECIAL_TOKENS[0]
         self.eos_token_id: int = core.token_to_id(self.eos_token)
         self.chat_template = chat_template

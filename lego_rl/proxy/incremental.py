@@ -42,6 +42,9 @@ class Rendering:
     text: str
     """The full render without the generation prompt."""
     shapes: frozenset[Shape]
+    block: tuple[int, int] | None = None
+    """(index of the first message the latest step added, where its text starts in ``text``):
+    the next step's window can start there with its head text known, saving a render."""
 
 
 class IncrementalRenderer:
@@ -55,6 +58,8 @@ class IncrementalRenderer:
         """How many known messages a window may take (consecutive tool results render as one
         block, so the window reaches back to a message that renders alone)."""
         self.verdicts: dict[tuple[Any, ...], bool] = {}
+        self.cut_edges: set[tuple[Shape | None, Shape]] = set()
+        """(shape before, shape of) a block's first message where a window may not start."""
         self.generation_prompt: str | None = None
         self.usable = True
         self.lock = threading.Lock()
@@ -122,30 +127,17 @@ class IncrementalRenderer:
         if n == len(messages):  # the same conversation again (a retry)
             return known.text + self.generation_prompt, known
         added = messages[n:]
-        for start in range(n - 1, max(n - 1 - self.reach, -1), -1):
-            window = messages[start:]
-            try:
-                head = self._render(messages[start:n], [], gen=False)
-            except Exception:  # noqa: BLE001 - the full render reports template errors
-                return self.full(request)
-            if head and known.text.endswith(head):
-                break
-        else:
+        found = self._from_block(known, messages) or self._window(known, messages)
+        if found is None:
             return self.full(request)
+        window, head, whole = found
         kind = (
             messages[0].role == "system",
             bool(request.tools),
             known.shapes,
             tuple(shape(m) for m in window),
         )
-        verdict = self.verdicts.get(kind)
-        if verdict is False:
-            return self.full(request)
-        try:
-            whole = self._render(window, [], gen=False)
-        except Exception:  # noqa: BLE001 - the full render reports template errors
-            return self.full(request)
-        if not whole.startswith(head):
+        if self.verdicts.get(kind) is False:
             return self.full(request)
         shapes = known.shapes | {shape(m) for m in added}
         base = known.text + whole[len(head) :]
@@ -153,7 +145,7 @@ class IncrementalRenderer:
         with self.lock:
             self.counts["incremental"] += 1
             due = self.check_every > 0 and self.counts["incremental"] % self.check_every == 0
-        if verdict is None or due:
+        if kind not in self.verdicts or due:
             agrees = render_text(self.tokenizer, request, self.template) == text
             with self.lock:
                 self.counts["checks"] += 1
@@ -161,4 +153,49 @@ class IncrementalRenderer:
                 self.counts["mismatches"] += not agrees
             if not agrees:
                 return self.full(request)
-        return text, Rendering(list(messages), request.tools, base, shapes)
+        block = (n, len(known.text))
+        return text, Rendering(list(messages), request.tools, base, shapes, block)
+
+    def _from_block(
+        self, known: Rendering, messages: list[ChatMessage]
+    ) -> tuple[list[ChatMessage], str, str] | None:
+        """(window, head, window's render) from the block ``known``'s step added, whose text
+        is known: one render. None when there is none or the window's render does not start
+        with it."""
+        if known.block is None:
+            return None
+        start, at = known.block
+        edge = (shape(messages[start - 1]) if start else None, shape(messages[start]))
+        if edge in self.cut_edges:
+            return None
+        head = known.text[at:]
+        try:
+            whole = self._render(messages[start:], [], gen=False)
+        except Exception:  # noqa: BLE001 - the full render reports template errors
+            return None
+        if head and whole.startswith(head):
+            return messages[start:], head, whole
+        with self.lock:  # this template renders such a message differently on its own
+            self.cut_edges.add(edge)
+        return None
+
+    def _window(
+        self, known: Rendering, messages: list[ChatMessage]
+    ) -> tuple[list[ChatMessage], str, str] | None:
+        """(window, head, window's render) reaching back from the last known message to one
+        whose render alone ends ``known.text``: two renders. None when none does."""
+        n = len(known.messages)
+        for start in range(n - 1, max(n - 1 - self.reach, -1), -1):
+            try:
+                head = self._render(messages[start:n], [], gen=False)
+            except Exception:  # noqa: BLE001 - the full render reports template errors
+                return None
+            if head and known.text.endswith(head):
+                break
+        else:
+            return None
+        try:
+            whole = self._render(messages[start:], [], gen=False)
+        except Exception:  # noqa: BLE001 - the full render reports template errors
+            return None
+        return (messages[start:], head, whole) if whole.startswith(head) else None

@@ -328,11 +328,8 @@ class CallHandler:
             if gen is None:
                 session.errors.append(f"call {record.index}: {record.error}")
             else:
-                call.thread.context = Context(
-                    call.prompt_text,
-                    record.prompt_ids,
-                    call.prompt_text + decode(self.inference.tokenizer, record.completion_ids),
-                    record.prompt_ids + record.completion_ids,
+                call.thread.context = Context.of(
+                    self.inference.tokenizer, record, call.prompt_text
                 )
         if gen is None:
             self._notify(session, record)

@@ -14,11 +14,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
+from lego_rl.proxy.chunks import ChunkCache, Encoder
 from lego_rl.proxy.errors import BadRequest
 
 
@@ -119,12 +121,18 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
 @dataclass(frozen=True)
 class Context:
     """A call's context as the next call may extend it: its prompt, then prompt + completion,
-    as text and as the exact ids (sampled ids included)."""
+    as text and as the exact ids (sampled ids included). The two id lists are the call's own
+    (not copied): a session's history is held once, in its records."""
 
     prompt_text: str
     prompt_ids: list[int]
     text: str
-    ids: list[int]
+    completion_ids: list[int]
+
+    @property
+    def ids(self) -> list[int]:
+        """Prompt + completion ids (a new list)."""
+        return self.prompt_ids + self.completion_ids
 
     @classmethod
     def of(cls, tokenizer: Any, record: CallRecord, prompt_text: str | None = None) -> Context:
@@ -134,12 +142,13 @@ class Context:
             prompt_text,
             record.prompt_ids,
             prompt_text + decode(tokenizer, record.completion_ids),
-            record.prompt_ids + record.completion_ids,
+            record.completion_ids,
         )
 
 
 class PrefixCache:
-    """Ids of the first turn (system prompt + tools), shared by every session.
+    """Ids of text tokenized from scratch: the first turn (system prompt + tools), shared by
+    every session, then the rest through a :class:`ChunkCache`; deltas through ``encoder``.
 
     Text is cut right after the first ``marker`` (a special token: tokenizers split special
     tokens out before anything else, so tokenizing the two parts separately gives the same
@@ -147,6 +156,8 @@ class PrefixCache:
 
     def __init__(self, tokenizer: Any, marker: str = "<|im_end|>", size: int = 64):
         self.tokenizer, self.marker, self.size = tokenizer, marker, size
+        self.encoder = Encoder(tokenizer)
+        self.chunks = ChunkCache(self.encoder)
         self.entries: OrderedDict[str, list[int]] = OrderedDict()
         self.lock = threading.Lock()
         self._usable: bool | None = None
@@ -160,20 +171,20 @@ class PrefixCache:
     def encode(self, text: str) -> list[int]:
         at = text.find(self.marker) if self.usable() else -1
         if at < 0:
-            return encode(self.tokenizer, text)
+            return self.chunks.encode(text)
         cut = at + len(self.marker)
         head = text[:cut]
         with self.lock:  # a miss is tokenized once, even when sessions start together
             ids = self.entries.get(head)
             if ids is None:
                 self.misses += 1
-                ids = self.entries[head] = encode(self.tokenizer, head)
+                ids = self.entries[head] = self.encoder.encode(head)
                 while len(self.entries) > self.size:
                     self.entries.popitem(last=False)
             else:
                 self.hits += 1
             self.entries.move_to_end(head)
-        return ids + encode(self.tokenizer, text[cut:])
+        return ids + self.chunks.encode(text[cut:])
 
 
 def render_prompt(
@@ -199,12 +210,13 @@ def tokenize_prompt(
 ) -> RenderedPrompt:
     """The tokenizing half of :func:`render_prompt`, for text already rendered."""
     if previous is not None:
+        delta = cache.encoder.encode if cache is not None else partial(encode, tokenizer)
         if text.startswith(previous.text):
-            return RenderedPrompt(
-                previous.ids + encode(tokenizer, text[len(previous.text) :]), True, text
-            )
+            ids = previous.prompt_ids + previous.completion_ids
+            ids += delta(text[len(previous.text) :])
+            return RenderedPrompt(ids, True, text)
         if text.startswith(previous.prompt_text):
             rest = text[len(previous.prompt_text) :]
-            return RenderedPrompt(previous.prompt_ids + encode(tokenizer, rest), False, text)
+            return RenderedPrompt(previous.prompt_ids + delta(rest), False, text)
     ids = cache.encode(text) if cache is not None else encode(tokenizer, text)
     return RenderedPrompt(ids, False, text)

@@ -19,13 +19,14 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import ProxyError, openai_error
+from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.pipeline import CallHandler, Reply
 from lego_rl.proxy.render import load_template
 from lego_rl.proxy.session import ProxySession

@@ -7,11 +7,11 @@ and writes the SSE text it returns straight to the client.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from lego_rl.kinds import ChatCompletion, ChatRequest
+from lego_rl.proxy.jsonio import dumps_text
 from lego_rl.proxy.toolcalls import StreamEvent
 
 REPLACEMENT = "\ufffd"
@@ -48,7 +48,7 @@ class IncrementalDecoder:
 
 def sse(data: Any, event: str | None = None) -> str:
     """One server-sent event; ``data`` is JSON-encoded unless it is already a string."""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    payload = data if isinstance(data, str) else dumps_text(data)
     return (f"event: {event}\n" if event else "") + f"data: {payload}\n\n"
 
 
