@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from lego_rl.kinds import Event
 from lego_rl.observe.export import export_html
+from lego_rl.observe.report import write_report
 from lego_rl.observe.server import DashboardServer
+from lego_rl.observe.store import RunStore
 
 RUN = Path(__file__).parent / "fixtures" / "quickstart-run"
 CHROMIUM = os.environ.get("LEGORL_CHROMIUM", "/usr/bin/chromium")
@@ -64,6 +67,7 @@ def count(page: Any, selector: str) -> int:
 
 def check_views(page: Any) -> None:
     page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    assert not page.is_visible("#report-section")  # no report, no evaluation yet
     steps, trials = 3, 12
     assert count(page, "svg[data-chart=reward] g[data-series=mean] circle") == steps
     assert count(page, "svg[data-chart=reward] g[data-series=trials] circle") == trials
@@ -100,6 +104,29 @@ def test_exported_file_renders_without_a_server(page: Any, tmp_path: Path) -> No
     out = export_html([RUN], tmp_path / "run.html")
     page.goto(out.as_uri())
     check_views(page)
+
+
+def test_report_and_held_out_evaluations_show(page: Any, tmp_path: Path) -> None:
+    run = tmp_path / "quickstart-run"
+    shutil.copytree(RUN, run)
+    store = RunStore(run)
+    for label, version, success in (("before", 0, 0.25), ("after", 3, 0.625)):
+        data = {"label": label, "policy_version": version, "success": success, "scored": 8}
+        store.emit(Event("evaluation", data, 0.0))
+    store.close()
+    write_report(run)
+    server = DashboardServer([run], port=0)
+    try:
+        page.goto(server.start())
+        page.wait_for_selector("body[data-ready='1']", timeout=15000)
+        assert page.is_visible("#report-section")
+        assert "0.25 → 0.625" in page.inner_text("[data-fact=heldout]")
+        assert "0 → 0" in page.inner_text("[data-fact=gain]")  # the report's windows
+        assert "generation" in page.inner_text("[data-fact=split]")
+        assert count(page, "svg[data-chart=reward] g[data-series=held-out] circle") == 2
+        assert count(page, "svg[data-chart=reward] g[data-series=mean10] circle") == 3
+    finally:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "consistency": "legorl_embedded.bench_consistency:main",
     "inference": "legorl_embedded.bench_inference:main",
     "schedule": "lego_rl.bench.schedule:main",
+    "learn": "lego_rl.bench.learn:main",
 }
 """Benchmark name -> "module:function"."""
 

@@ -16,6 +16,7 @@ from lego_rl.cli.plan import plan
 from lego_rl.cli.plugins import plugins
 from lego_rl.cli.probe import probe
 from lego_rl.cli.redteam import redteam
+from lego_rl.cli.report import report
 from lego_rl.cli.schema import schema
 from lego_rl.cli.validate import validate
 from lego_rl.cli.warmstart import warmstart
@@ -27,8 +28,11 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-for command in (validate, plan, apply, warmstart, schema, plugins, bench, dashboard, export, probe, redteam):
+for command in (
+    validate, plan, apply, warmstart, schema, plugins, dashboard, export, report, probe, redteam,
+):  # fmt: skip
     app.command()(command)
+app.command(context_settings={"ignore_unknown_options": True})(bench)  # its options: the bench's
 app.command("new-plugin")(new_plugin)
 
 

@@ -17,14 +17,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lego_rl.data import TrialResult
 from lego_rl.engine.context import Group, RunContext
+from lego_rl.engine.evaluate import eval_runner, evaluate
 from lego_rl.engine.pool import PoolConfig, RolloutPool
 from lego_rl.engine.resume import checkpoint_of, choose_run_dir, engine_state, restore_pool
-from lego_rl.engine.rollouts import build_rollouts
+from lego_rl.engine.rollouts import Rollouts, build_rollouts
 from lego_rl.engine.weights import gated
 from lego_rl.kinds import Event, Observer
+from lego_rl.observe.reader import is_run_dir
+from lego_rl.observe.report import write_report
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext, Registry
-from lego_rl.spec.models import RunSpec
+from lego_rl.spec.models import RunSpec, Spec
 from lego_rl.spec.resolve import Resolved
 
 __all__ = ["apply", "pool_config"]
@@ -82,12 +85,18 @@ def apply(
     )
     proxy: ProxyServer | None = None
     try:
+        if getattr(trainer := build("trainer"), "owns_rollout", False):
+            _run_owned(trainer, spec, run_dir, build, emit, console)
+            emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
+            return run_dir
         rollouts = build_rollouts(spec, build, emit)
         proxy = rollouts.proxy
         filter_ = build("filter")
         tasks = filter_.select_tasks(build("tasks").tasks())
-        trainer = build("trainer")
         proxy.start()
+        held_out = _held_out(spec, build, rollouts, emit, console)
+        if chosen.resume_from is None:
+            held_out("before")
         with _progress(console) as on_trial, _interrupts():
             pool = rollouts.pool(
                 pool_config(spec.run),
@@ -114,6 +123,7 @@ def apply(
                 )
             finally:
                 pool.close()  # cut-off trials end (cancelled) before run_end is written
+            held_out("after")
         emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -125,6 +135,7 @@ def apply(
         if proxy is not None:
             proxy.stop()
         emit.close()
+        _write_report(run_dir, console)
     console.print(f"run finished in {time.time() - started:.0f}s: {run_dir}")
     return run_dir
 
@@ -136,6 +147,55 @@ def _stopped(run_dir: Path, exc: BaseException) -> str:
     if checkpoint is None:
         return f"stopped ({why}) before the first checkpoint: a rerun starts a fresh run"
     return f"stopped ({why}): the same command again resumes {run_dir} from {checkpoint}"
+
+
+def _write_report(run_dir: Path, console: Console) -> None:
+    """The end-of-run report (report/ beside the store); it never fails the run."""
+    if not is_run_dir(run_dir):
+        return  # no store observer: nothing to report from
+    try:
+        console.print(f"report: {write_report(run_dir).parent}")
+    except Exception as exc:  # the run's data is safe in the store; say how to retry
+        console.print(f"[yellow]report not written: {exc} (legorl report {run_dir})")
+
+
+def _run_owned(
+    trainer: Any, spec: Spec, run_dir: Path, build: Callable[[str], Any], emit: Callable[[Event], None], console: Console
+) -> None:
+    """A trainer that runs its own rollouts (verl: its servers, its agent loop, our trials in
+    its workers) gets the run context without our inference, proxy and pool."""
+
+    def no_rollout(step: int) -> list[Group]:
+        raise RuntimeError(f"trainer {spec.trainer.plugin!r} runs its own rollouts; it cannot ask the engine for step {step}")
+
+    trainer.run(
+        RunContext(
+            spec=spec, run_dir=run_dir, inference=None, optimizer=build("optimizer"), filter=build("filter"),
+            rollout=no_rollout, emit=emit, log=console.print,
+        )  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _held_out(
+    spec: Spec, build: Callable[[str], Any], rollouts: Rollouts, emit: Callable[[Event], None], console: Console
+) -> Callable[[str], None]:
+    """``evaluate(label)``: the spec's held-out evaluation now (a no-op without ``evaluate``)."""
+    plan = spec.evaluate
+    if plan is None:
+        return lambda label: None
+    tasks = build("evaluate.tasks").tasks()
+    runner = eval_runner(rollouts.runner, plan)
+
+    def run(label: str) -> None:
+        console.print(f"held-out evaluation ({label}): {plan.samples} trials")
+        data = evaluate(
+            runner, tasks, samples=plan.samples, label=label, concurrency=spec.run.concurrency,
+            harness=spec.harness.plugin, version=int(getattr(rollouts.inference, "policy_version", 0)), emit=emit,
+        )  # fmt: skip
+        success = "n/a" if data["success"] is None else f"{data['success']:.3f}"
+        console.print(f"held-out {label}: success {success} over {data['scored']} trials in {data['seconds']:.0f}s")
+
+    return run
 
 
 def pool_config(run: RunSpec) -> PoolConfig:

@@ -12,6 +12,7 @@ from typing import Any
 
 from lego_rl.observe.behaviour import actions, step_behaviour, tool_calls, trial_behaviour
 from lego_rl.observe.reader import RunReader
+from lego_rl.observe.report import is_evaluation, moving_mean, read_report
 
 METRIC_GROUPS: dict[str, dict[str, str]] = {
     "consistency": {
@@ -92,22 +93,34 @@ class RunView:
                 sampled[step_of[call["session"]]] += call["completion_tokens"] or 0
         by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for t in trials:
-            by_step[int(t.get("step", 0))].append(t)
+            if not is_evaluation(t):  # held-out trials belong to no training step
+                by_step[int(t.get("step", 0))].append(t)
         metrics = {int(s.get("step", 0)): s for s in steps}
         rows = [
             self._row(n, metrics.get(n, {}), by_step.get(n, []), sampled[n], behaviour)
             for n in sorted(set(metrics) | set(by_step))
         ]
+        for row, mean10 in zip(rows, moving_mean([r["reward_mean"] for r in rows])):
+            row["reward_mean10"] = mean10
         return {
             "version": version,
             "info": info,
             "metric_keys": metric_keys(steps),
             "steps": rows,
+            "evaluations": [{**e, "time": t} for t, e in reader.events("evaluation")],
+            "report": self._report(),
             "trials": [
                 {**{k: t.get(k) for k in TRIAL_FIELDS}, "behaviour": behaviour.get(t["trial_id"])}
                 for t in trials
             ],
         }
+
+    def _report(self) -> dict[str, Any] | None:
+        """The run's report.json when written (a damaged one is shown as its error)."""
+        try:
+            return read_report(self.reader.run_dir)
+        except ValueError as exc:
+            return {"error": str(exc)}
 
     @staticmethod
     def _row(

@@ -139,6 +139,16 @@ BLOCK_KINDS: dict[str, str] = {
 LIST_BLOCKS = frozenset({"anticheat", "observe"})
 
 
+class EvaluateSpec(Strict):
+    """Held-out success: the policy run on tasks it never trains on, before and after training."""
+
+    tasks: Block = Field(description="A task source of held-out tasks, e.g. `bugfix` with `split: heldout`.")
+    samples: int = Field(default=128, ge=1, description="Trials per evaluation (the tasks, cycled).")
+    temperature: float | None = Field(
+        default=None, ge=0.0, description="Sampling temperature; default run.temperature (0 is greedy)."
+    )
+
+
 class Spec(Strict):
     """A whole run: one block per plugin kind, plus the model and the run loop."""
 
@@ -158,6 +168,9 @@ class Spec(Strict):
     inference: Block
     trainer: Block
     observe: list[Block] = Field(default_factory=lambda: [Block(plugin="store")])
+    evaluate: EvaluateSpec | None = Field(
+        default=None, description="Held-out evaluation before and after training (none: skipped)."
+    )
 
     def blocks(self) -> list[tuple[str, str, Block]]:
         """(spec path, plugin kind, block) for every plugin block."""
@@ -168,4 +181,6 @@ class Spec(Strict):
                 out.extend((f"{field}.{i}", kind, b) for i, b in enumerate(value))
             else:
                 out.append((field, kind, value))
+        if self.evaluate is not None:
+            out.append(("evaluate.tasks", "tasks", self.evaluate.tasks))
         return out

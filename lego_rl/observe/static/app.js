@@ -77,9 +77,44 @@
       }
       series.push({ name: "trials", run: id, color: colorOf(id), points: dots, line: false, radius: 2, opacity: 0.35 });
       series.push({ name: "mean", run: id, color: colorOf(id), points: d.steps.map((s) => [s.step, s.reward_mean]) });
+      series.push({ name: "mean10", run: id, color: colorOf(id), dash: "5 3", radius: 1.2, points: d.steps.map((s) => [s.step, s.reward_mean10, `step ${s.step}: 10-step moving mean ${Charts.fmt(s.reward_mean10)}`]) });
+      const held = Object.values(heldOut(d)).map((e) => [e.policy_version, e.success, `held-out ${e.label} (policy version ${e.policy_version}): ${Charts.fmt(e.success)} of ${e.scored} scored`]);
+      series.push({ name: "held-out", run: id, color: "#d63031", points: held, line: false, radius: 5 });
     }
     Charts.line($("chart-reward"), "reward", series, { yMin: 0, yMax: 1, xLabel: "step" });
     Charts.line($("chart-informative"), "informative", stepSeries("informative_share", "informative"), { yMin: 0, yMax: 1, xLabel: "step" });
+  }
+
+  // The last evaluation of each label ("before", "after"), from the run's evaluation events.
+  function heldOut(d) {
+    const out = {};
+    for (const e of d.evaluations || []) out[e.label] = e;
+    return out;
+  }
+
+  // Headline numbers: the report once written; held-out before/after from events while live.
+  function drawReport() {
+    const d = state.data[focus()], box = $("report");
+    if (!d) return;
+    const r = d.report && !d.report.error ? d.report : null, held = heldOut(d);
+    const pair = (a, b, gain) => `${Charts.fmt(a)} → ${Charts.fmt(b)} <small>(${gain === null || gain === undefined ? "–" : (gain >= 0 ? "+" : "") + Charts.fmt(gain)})</small>`;
+    const facts = [];
+    const before = held.before ? held.before.success : null, after = held.after ? held.after.success : null;
+    if (held.before || held.after) {
+      const n = (held.after || held.before).scored;
+      facts.push(["held-out success", pair(before, after, before !== null && after !== null ? after - before : null) + ` <small>${n} scored</small>`, "heldout"]);
+    }
+    if (r) {
+      facts.push([`train reward (first / last ${r.window} steps)`, pair(r.reward_first10, r.reward_last10, r.gain), "gain"]);
+      facts.push(["informative groups", Charts.fmt(r.informative_share), "informative"]);
+      facts.push(["minutes", Charts.fmt(r.minutes), "minutes"]);
+      const m = r.time_split.mean;
+      facts.push(["seconds per step", `generation ${Charts.fmt(m.generation_s)} · harness+sandbox ${Charts.fmt(m.harness_sandbox_s)} · verifier ${Charts.fmt(m.verifier_s)} · training ${Charts.fmt(m.training_s)}`, "split"]);
+    } else if (d.report && d.report.error) {
+      facts.push(["report", escapeHtml(d.report.error), "error"]);
+    }
+    $("report-section").hidden = !facts.length;
+    box.innerHTML = facts.map(([k, v, key]) => `<span data-fact="${key}">${k} <b>${v}</b></span>`).join("");
   }
 
   function drawStacked(target, name, field, colors) {
@@ -262,6 +297,7 @@
   }
 
   function drawAll() {
+    drawReport();
     drawReward();
     drawStacked("chart-terminations", "terminations", "terminations", reasonColor);
     drawStacked("chart-attribution", "attribution", "attribution", (n) => ATTRIBUTION_COLORS[n] || "#95a0b4");

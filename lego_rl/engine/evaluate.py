@@ -1,0 +1,83 @@
+"""Held-out evaluation (``spec.evaluate``): the current policy on tasks it never trains on.
+
+Each evaluation runs ``samples`` trials (the held-out tasks cycled) through the same runner
+as training (harness, proxy, sandbox, anti-cheat, verifier), ``run.concurrency`` at a time,
+and emits one ``evaluation`` event: success rate, termination reasons, behaviour measures
+and timing. Nothing from these trials is trained on. ``apply`` evaluates before the first
+step and after the last, so the two numbers compare the policy the run started from with the
+one it ended with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lego_rl.data import Attribution, TrialResult
+from lego_rl.engine.trial import TrialRunner
+from lego_rl.kinds import Event, Task
+from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
+from lego_rl.spec.models import EvaluateSpec
+
+
+def eval_runner(runner: TrialRunner, plan: EvaluateSpec) -> TrialRunner:
+    """A runner sharing ``runner``'s components, sampling at the evaluation's temperature."""
+    if plan.temperature is None:
+        return runner
+    sampling = runner.setup.sampling.model_copy(update={"temperature": plan.temperature})
+    return TrialRunner(dataclasses.replace(runner.setup, sampling=sampling))
+
+
+def evaluate(
+    runner: TrialRunner,
+    tasks: list[Task],
+    *,
+    samples: int,
+    label: str,
+    concurrency: int,
+    harness: str,
+    version: int,
+    emit: Callable[[Event], None],
+) -> dict[str, Any]:
+    """Run ``samples`` held-out trials now; emit and return the ``evaluation`` event's data."""
+    if not tasks:
+        raise ValueError("evaluate.tasks: the held-out task source has no tasks")
+    started = time.time()
+    group = f"eval-{label}"
+
+    def one(index: int) -> TrialResult:
+        return runner.run(tasks[index % len(tasks)], f"{group}-{index:05d}", step=version, group=group)
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=group) as pool:
+        results = list(pool.map(one, range(samples)))
+    data = summarize(results, harness)
+    data.update(label=label, policy_version=version, seconds=time.time() - started)
+    emit(Event("evaluation", data, time.time()))
+    return data
+
+
+def summarize(results: list[TrialResult], harness: str) -> dict[str, Any]:
+    """Success rate over the trials the policy is answerable for, and what ended them."""
+    infrastructure = [r for r in results if r.attribution == Attribution.INFRASTRUCTURE]
+    scored = [r for r in results if r.attribution != Attribution.INFRASTRUCTURE]
+    behaviour = [trial_behaviour(tool_calls(r.model_dump(mode="json"), (), harness), harness) for r in scored]
+    return {
+        "samples": len(results),
+        "scored": len(scored),
+        "infrastructure_failures": len(infrastructure),
+        "success": sum(r.reward for r in scored) / len(scored) if scored else None,
+        "terminations": dict(Counter(r.termination.value for r in results)),
+        "per_task": _per_task(scored),
+        "behaviour": step_behaviour(behaviour),
+    }
+
+
+def _per_task(results: list[TrialResult]) -> dict[str, float]:
+    rewards: dict[str, list[float]] = {}
+    for r in results:
+        rewards.setdefault(r.task, []).append(r.reward)
+    return {task: sum(v) / len(v) for task, v in sorted(rewards.items())}

@@ -1,0 +1,295 @@
+"""The end-of-run report: ``RUN_DIR/report/`` holds report.json, report.md and reward_curve.png.
+
+Everything comes from the run store (read-only): ``step`` events give the reward curve,
+informative groups and consistency figures; ``evaluation`` events the held-out success,
+behaviour and terminations before and after training; trials and calls the time split.
+Held-out trials (group ``eval-...``) never count in a training step's figures.
+
+Windows: ``reward_first10`` / ``reward_last10`` are means over the first / last
+``min(10, steps // 2)`` steps (single steps are too noisy to compare); with fewer than two
+steps they, and anything else that cannot be computed, are null.
+
+Time split per step: the step's wall time is ``step_seconds``; training is
+``step_seconds - rollout_seconds``, and the rollout wall time is shared out in proportion to
+the trial-seconds its trials spent generating (model calls), in the harness and sandbox
+(agent phase minus its model calls, plus sandbox start/stop and anti-cheat) and verifying.
+``per_trial`` keeps the unshared means per trial, and each phase's mean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from lego_rl.observe.reader import RunReader, is_run_dir
+
+REPORT_DIR = "report"
+WINDOW = 10
+EVAL_GROUP_PREFIX = "eval-"
+PARTS = ("generation_s", "harness_sandbox_s", "verifier_s")
+SPLIT = (*PARTS, "training_s")
+"""The time split's parts, in the order they are shown."""
+HELDOUT_FIELDS = (
+    "success", "samples", "scored", "infrastructure_failures", "policy_version", "seconds",
+    "per_task",
+)  # fmt: skip
+HEADLINE = (
+    "reward_first10", "reward_last10", "gain", "heldout_before", "heldout_after",
+    "heldout_gain", "informative_share", "minutes", "steps",
+)  # fmt: skip
+
+
+def is_evaluation(trial: dict[str, Any]) -> bool:
+    """A held-out evaluation trial (never part of a training step)."""
+    return str(trial.get("group") or "").startswith(EVAL_GROUP_PREFIX)
+
+
+def moving_mean(values: list[float | None], window: int = WINDOW) -> list[float | None]:
+    """Trailing mean over the last ``window`` known values at each position."""
+    out: list[float | None] = []
+    for i in range(len(values)):
+        seen = [v for v in values[max(0, i + 1 - window) : i + 1] if _finite(v)]
+        out.append(sum(seen) / len(seen) if seen else None)
+    return out
+
+
+def reward_windows(rewards: list[float]) -> tuple[float | None, float | None, int]:
+    """Means of the first and last ``min(10, n // 2)`` rewards, and that window size."""
+    k = min(WINDOW, len(rewards) // 2)
+    if k == 0:
+        return None, None, 0
+    return sum(rewards[:k]) / k, sum(rewards[-k:]) / k, k
+
+
+def build_report(run_dir: Path) -> dict[str, Any]:
+    """The report's figures (what report.json holds)."""
+    run_dir = Path(run_dir)
+    if not is_run_dir(run_dir):
+        raise FileNotFoundError(f"{run_dir} has no run store (store.sqlite): not a run directory")
+    reader = RunReader(run_dir)
+    info = reader.info()
+    steps = reader.steps()
+    trials = [t for t in reader.trials() if not is_evaluation(t)]
+    rewards = [_number(s.get("reward_mean")) for s in steps]
+    first, last, window = reward_windows([r for r in rewards if r is not None])
+    evaluations = {e["label"]: e for _, e in reader.events("evaluation") if "label" in e}
+    before, after = evaluations.get("before", {}), evaluations.get("after", {})
+    heldout_before, heldout_after = _number(before.get("success")), _number(after.get("success"))
+    groups = sum(s.get("groups") or 0 for s in steps)
+    split = time_split(steps, trials, reader.calls())
+    ended = info["ended"] or max((x["time"] for x in steps + trials), default=None)
+    return {
+        "run_dir": str(run_dir),
+        "name": info["name"],
+        "status": info["status"],
+        "steps": len(steps),
+        "minutes": (ended - info["started"]) / 60 if ended and info["started"] else None,
+        "window": window,
+        "reward_first10": first,
+        "reward_last10": last,
+        "gain": _diff(last, first),
+        "heldout_before": heldout_before,
+        "heldout_after": heldout_after,
+        "heldout_gain": _diff(heldout_after, heldout_before),
+        "informative_share": (
+            sum(s.get("informative_groups") or 0 for s in steps) / groups if groups else None
+        ),
+        "curve": {
+            "step": [int(s.get("step", i)) for i, s in enumerate(steps)],
+            "reward_mean": rewards,
+            "moving_mean": moving_mean(rewards),
+            "informative_share": [
+                (s.get("informative_groups") or 0) / s["groups"] if s.get("groups") else None
+                for s in steps
+            ],
+        },
+        "heldout": {
+            label: {k: e.get(k) for k in HELDOUT_FIELDS} for label, e in evaluations.items()
+        },
+        "behaviour": {label: e.get("behaviour") for label, e in evaluations.items()},
+        "terminations": {
+            "training": dict(Counter(str(t.get("termination")) for t in trials)),
+            **{f"heldout_{label}": e.get("terminations", {}) for label, e in evaluations.items()},
+        },
+        "consistency": consistency(steps),
+        "time_split": split,
+    }
+
+
+def consistency(steps: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Mean, first and last of every consistency metric the step events carry."""
+    # the dashboard's metric names; imported here because the view imports this module
+    from lego_rl.observe.view import metric_keys
+
+    out: dict[str, dict[str, float | None]] = {}
+    for keys in metric_keys(steps)["consistency"].values():
+        for key in keys:
+            values = [v for v in (_number(s.get(key)) for s in steps) if v is not None]
+            out[key] = {
+                "mean": sum(values) / len(values) if values else None,
+                "first": values[0] if values else None,
+                "last": values[-1] if values else None,
+            }
+    return out
+
+
+def time_split(
+    steps: list[dict[str, Any]], trials: list[dict[str, Any]], calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Seconds per step in generation, harness+sandbox, verifier and training (see module)."""
+    model: dict[str, float] = defaultdict(float)
+    for call in calls:
+        model[call["session"]] += call.get("seconds") or 0.0
+    per_trial = [_trial_parts(t, model.get(t["trial_id"], 0.0)) for t in trials]
+    by_step: dict[int, list[dict[str, float]]] = defaultdict(list)
+    for t, parts in zip(trials, per_trial):
+        by_step[int(t.get("step") or 0)].append(parts)
+    rows = [_step_split(s, by_step.get(int(s.get("step", 0)), [])) for s in steps]
+    phases: dict[str, list[float]] = defaultdict(list)
+    for t in trials:
+        for timing in t.get("timings") or []:
+            phases[timing["phase"]].append(timing["seconds"])
+    return {
+        "mean": {k: _mean([r[k] for r in rows]) for k in SPLIT},
+        "per_step": rows,
+        "per_trial": {
+            **{k: _mean([p[k] for p in per_trial]) for k in PARTS},
+            "phases": {phase: _mean(v) for phase, v in phases.items()},
+        },
+    }
+
+
+def _trial_parts(trial: dict[str, Any], model_seconds: float) -> dict[str, float]:
+    phases: dict[str, float] = defaultdict(float)
+    for timing in trial.get("timings") or []:
+        phases[timing["phase"]] += timing["seconds"]
+    verify = phases.pop("verify", 0.0)
+    agent = phases.pop("agent", 0.0)
+    return {
+        "generation_s": model_seconds,
+        "harness_sandbox_s": max(0.0, agent - model_seconds) + sum(phases.values()),
+        "verifier_s": verify,
+    }
+
+
+def _step_split(step: dict[str, Any], parts: list[dict[str, float]]) -> dict[str, Any]:
+    total, rollout = _number(step.get("step_seconds")), _number(step.get("rollout_seconds"))
+    sums = {k: sum(p[k] for p in parts) for k in PARTS}
+    busy = sum(sums.values())
+    row: dict[str, Any] = {"step": int(step.get("step", 0)), "trials": len(parts)}
+    for key, seconds in sums.items():
+        row[key] = rollout * seconds / busy if rollout is not None and busy > 0 else None
+    row["training_s"] = total - rollout if total is not None and rollout is not None else None
+    return row
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write ``run_dir/report/`` (report.json, report.md, reward_curve.png); returns the
+    report.json path."""
+    report = build_report(run_dir)
+    out = Path(run_dir) / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    from lego_rl.observe.report_plot import plot_report
+
+    plot_report(report, out / "reward_curve.png")
+    (out / "report.md").write_text(markdown(report))
+    path = out / "report.json"
+    partial = path.with_suffix(".json.partial")  # replaced at once: a dashboard never reads half
+    partial.write_text(json.dumps(_clean(report), indent=2, sort_keys=True, allow_nan=False))
+    partial.replace(path)
+    return path
+
+
+def read_report(run_dir: Path) -> dict[str, Any] | None:
+    """A run's report.json (None when the run has none yet)."""
+    path = Path(run_dir) / REPORT_DIR / "report.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}): rerun `legorl report`") from None
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """A short human summary of the report."""
+    r = report
+    split = split_text(r["time_split"]["mean"])
+    lines = [
+        f"# Run report: {r['name']} ({r['status']}, {r['steps']} steps, {fmt(r['minutes'])} min)",
+        "",
+        "![reward curve](reward_curve.png)",
+        "",
+        "| | first | last | gain |",
+        "|---|---|---|---|",
+        _row(f"train reward (mean of {r['window']} steps)", r["reward_first10"],
+             r["reward_last10"], r["gain"]),
+        _row("held-out success (before, after)", r["heldout_before"], r["heldout_after"],
+             r["heldout_gain"]),
+        "",
+        f"Informative groups (mixed rewards): {fmt(r['informative_share'])} of all groups.",
+        "",
+        f"Time per step (s): {split}.",
+    ]  # fmt: skip
+    if r["consistency"]:
+        lines += ["", "| consistency | mean | first | last |", "|---|---|---|---|"]
+        lines += [_row(k, v["mean"], v["first"], v["last"]) for k, v in r["consistency"].items()]
+    labels = [label for label in ("before", "after") if r["behaviour"].get(label)]
+    if labels:
+        lines += ["", _row("held-out behaviour", *labels), "|---|" + "---|" * len(labels)]
+        keys = [k for k in r["behaviour"][labels[0]] if k != "trials"]
+        lines += [_row(k, *(r["behaviour"][x].get(k) for x in labels)) for k in keys]
+    counts = [
+        f"{where}: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+        for where, c in r["terminations"].items()
+        if c
+    ]
+    lines += ["", "Terminations: " + ("; ".join(counts) or "none") + "."]
+    return "\n".join(lines) + "\n"
+
+
+def split_text(mean: dict[str, float | None]) -> str:
+    """'generation 1.2, harness_sandbox 3.4, ...' (seconds per step)."""
+    return ", ".join(f"{k[:-2]} {fmt(mean.get(k))}" for k in SPLIT)
+
+
+def _row(*cells: Any) -> str:
+    return "| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in cells) + " |"
+
+
+def fmt(value: Any) -> str:
+    """A number for people: 3 significant digits, '–' when unknown."""
+    if value is None:
+        return "–"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if _finite(value) else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def _mean(values: list[Any]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

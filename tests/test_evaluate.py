@@ -1,0 +1,53 @@
+"""Held-out evaluation: trials run through the runner, summarised into one evaluation event."""
+
+from __future__ import annotations
+
+import threading
+
+from lego_rl.data import Attribution, Termination, TrialResult
+from lego_rl.engine.evaluate import evaluate, summarize
+from lego_rl.kinds import Event, Task
+
+
+class Runner:
+    """Stands in for TrialRunner: task t-0 is solved, t-1 is not, one trial breaks on infrastructure."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int, str]] = []
+        self.lock = threading.Lock()
+
+    def run(self, task: Task, trial_id: str, *, step: int = 0, group: str = "") -> TrialResult:
+        with self.lock:
+            self.calls.append((task.name, trial_id, step, group))
+        if trial_id.endswith("00004"):
+            return TrialResult(trial_id=trial_id, task=task.name, group=group, step=step,
+                               termination=Termination.SANDBOX_ERROR, attribution=Attribution.INFRASTRUCTURE)
+        return TrialResult(trial_id=trial_id, task=task.name, group=group, step=step,
+                           reward=1.0 if task.name == "t-0" else 0.0)
+
+
+def tasks(tmp_path) -> list[Task]:
+    return [Task(name=f"t-{i}", path=tmp_path, instruction="fix it") for i in range(2)]
+
+
+def test_evaluation_cycles_tasks_and_emits_success_without_infrastructure_failures(tmp_path):
+    runner, events = Runner(), []
+    data = evaluate(runner, tasks(tmp_path), samples=6, label="after", concurrency=3, harness="codex",
+                    version=7, emit=events.append)  # fmt: skip
+    assert sorted(c[1] for c in runner.calls) == [f"eval-after-{i:05d}" for i in range(6)]
+    assert {c[2] for c in runner.calls} == {7} and {c[3] for c in runner.calls} == {"eval-after"}
+    assert [c[0] for c in sorted(runner.calls, key=lambda c: c[1])] == ["t-0", "t-1"] * 3
+    # t-0 solved 3 times, t-1 twice failed, trial 4 (t-0) an infrastructure failure: 2 / 5
+    assert data["scored"] == 5 and data["infrastructure_failures"] == 1
+    assert data["success"] == 2 / 5
+    assert data["per_task"] == {"t-0": 1.0, "t-1": 0.0}
+    assert data["terminations"] == {"completed": 5, "sandbox_error": 1}
+    assert [e.kind for e in events] == ["evaluation"] and isinstance(events[0], Event)
+    assert events[0].data["label"] == "after" and events[0].data["policy_version"] == 7
+
+
+def test_summary_of_only_broken_trials_has_no_success_figure():
+    broken = TrialResult(trial_id="x", task="t", termination=Termination.SANDBOX_ERROR,
+                         attribution=Attribution.INFRASTRUCTURE)  # fmt: skip
+    data = summarize([broken], "codex")
+    assert data["success"] is None and data["scored"] == 0
