@@ -8,11 +8,14 @@ the backward pass recomputes each chunk instead of keeping it: at most one chunk
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from legorl_embedded.prefix import hidden_states, shared_prefix_length
 
 
 def token_logprobs(
@@ -24,6 +27,9 @@ def token_logprobs(
     temperature: float = 1.0,
     vocab: int | None = None,
     chunk_tokens: int = 512,
+    share_prefix: bool = False,
+    same_routing: Tensor | None = None,
+    on_pass: Callable[[str, int], None] = lambda name, prefix: None,
 ) -> Tensor:
     """``[B, T]`` log-prob of ``ids[:, t]`` given ``ids[:, :t]``; 0 where not computed.
 
@@ -32,16 +38,18 @@ def token_logprobs(
     position after the first). Logits are divided by ``temperature`` first, so the result is
     the log-prob under the distribution the inference backend sampled from. ``vocab`` keeps
     only the first output ids (as inference does when the head is wider than the tokenizer).
+    ``share_prefix`` computes the rows' common leading tokens once (see
+    :mod:`legorl_embedded.prefix`; ``same_routing`` and ``on_pass`` are its routing hooks).
     """
     wanted = attention_mask.bool() if where is None else where.bool() & attention_mask.bool()
     wanted = wanted.clone()
     wanted[:, 0] = False
     out = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
-    hidden = model.base_model(input_ids=ids, attention_mask=attention_mask, use_cache=False)
-    hidden = hidden.last_hidden_state
     # position t is predicted by the hidden state at t - 1
     source = torch.zeros_like(wanted)
     source[:, :-1] = wanted[:, 1:]
+    prefix = shared_prefix_length(ids, attention_mask, source, same_routing) if share_prefix else 0
+    hidden = hidden_states(model, ids, attention_mask, prefix, on_pass)
     head = model.get_output_embeddings()
     bias = None if head.bias is None else head.bias[:vocab]
     picked = _HeadLogprobs.apply(

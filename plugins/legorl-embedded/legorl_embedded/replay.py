@@ -37,10 +37,32 @@ class RoutingTable:
     """``(B * T, layers, k)`` long; zeros where unknown."""
     known: Tensor
     """``(B * T,)`` bool: the token has recorded routing."""
+    width: int = 0
+    """T, the padded row length (0: a single sequence of ``len(known)`` tokens)."""
 
     @property
     def recorded(self) -> int:
         return int(self.known.sum().item())
+
+    def rows(self) -> tuple[Tensor, Tensor]:
+        """(experts ``[B, T, layers, k]``, known ``[B, T]``)."""
+        width = self.width or len(self.known)
+        return self.experts.unflatten(0, (-1, width)), self.known.unflatten(0, (-1, width))
+
+    def same_in_every_row(self) -> Tensor:
+        """``[T]`` bool: every row recorded the same routing (or none) at that position."""
+        experts, known = self.rows()
+        return (known == known[:1]).all(0) & (experts == experts[:1]).flatten(2).all(-1).all(0)
+
+    def passes(self, prefix: int) -> dict[str, RoutingTable]:
+        """The tables of a shared-prefix forward (see legorl_embedded.prefix): the prefix as
+        row 0 holds it, then the rest of every row."""
+        experts, known = self.rows()
+        return {
+            "full": self,
+            "prefix": RoutingTable(experts[0, :prefix], known[0, :prefix], prefix),
+            "rest": RoutingTable(experts[:, prefix:].flatten(0, 1), known[:, prefix:].flatten(), experts.shape[1] - prefix),
+        }
 
 
 def routing_table(
@@ -62,7 +84,7 @@ def routing_table(
             )
         experts[row, where] = values
         known[row, where] = True
-    return RoutingTable(experts.flatten(0, 1), known.flatten())
+    return RoutingTable(experts.flatten(0, 1), known.flatten(), width)
 
 
 class RoutingReplay:
@@ -76,8 +98,21 @@ class RoutingReplay:
         self.routers = find_routers(model) if table is not None else []
         self.table = table
         self.replay = replay
-        self.agreement: dict[int, tuple[int, int]] = {}
+        self.agreement: dict[tuple[str, int], tuple[int, int]] = {}
+        self.full = table
+        self._pass = "full"
         self._hooks = ExitStack()
+
+    def same_routing(self) -> Tensor | None:
+        """``[T]``: where every row of the batch recorded the same routing (None: no table)."""
+        return self.full.same_in_every_row() if self.full is not None else None
+
+    def use(self, name: str, prefix: int) -> None:
+        """The forward about to run is pass ``name`` of a shared-prefix forward ("full", or
+        "prefix" then "rest" with the first ``prefix`` positions shared)."""
+        self._pass = name
+        if self.full is not None:
+            self.table = self.full if name == "full" else self.full.passes(prefix)[name]
 
     def __enter__(self) -> RoutingReplay:
         self._hooks.enter_context(hooked(self.routers, self._hook))
@@ -112,7 +147,7 @@ class RoutingReplay:
             forced = table.experts[:, layer].to(indices.device)
             same = (indices.sort(-1).values == forced.sort(-1).values).all(-1) & known
             # overwritten, not accumulated: a checkpointing recompute must not count twice
-            self.agreement[layer] = (int(same.sum().item()), int(known.sum().item()))
+            self.agreement[(self._pass, layer)] = (int(same.sum().item()), int(known.sum().item()))
             if not self.replay or not bool(known.any()):
                 return None
             probs = torch.softmax(logits.float(), dim=-1).gather(-1, forced)

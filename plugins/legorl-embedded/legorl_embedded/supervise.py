@@ -76,7 +76,7 @@ def supervise_model(
     for epoch in range(plan.epochs):
         total, tokens = 0.0, 0
         for ids, attention, reply in order.sample(batches, len(batches)):
-            logprobs = token_logprobs(model, ids, attention, where=reply, vocab=vocab)
+            logprobs = token_logprobs(model, ids, attention, where=reply, vocab=vocab, share_prefix=True)
             count = int(reply[:, 1:].sum())
             loss = -logprobs.sum() / max(count, 1)
             opt.zero_grad(set_to_none=True)

@@ -55,12 +55,23 @@ class Scoring:
     routing_shape: tuple[int, int] | None = None
     """(MoE layers, experts per token) of the model; None for a dense model."""
 
+    share_prefix: bool = True
+    """Compute the rows' common prompt prefix once (exact; see legorl_embedded.prefix)."""
+
     def logprobs(
-        self, model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor
+        self,
+        model: nn.Module,
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        mask: torch.Tensor,
+        routing: RoutingReplay | None = None,
     ) -> torch.Tensor:
         return token_logprobs(
-            model, ids, attn, where=mask.bool(), temperature=self.temperature, vocab=self.vocab
-        )
+            model, ids, attn, where=mask.bool(), temperature=self.temperature, vocab=self.vocab,
+            share_prefix=self.share_prefix,
+            same_routing=routing.same_routing() if routing is not None else None,
+            on_pass=routing.use if routing is not None else lambda name, prefix: None,
+        )  # fmt: skip
 
     def routing(self, model: nn.Module, micro: Rows) -> RoutingReplay:
         """Replay (or, with replay off, only compare) the micro-batch's recorded routing.
@@ -151,6 +162,8 @@ class EmbeddedTrainer:
             else None,
             device=device,
             replay=self.options.routing_replay == "replay",
+            # a checkpointing recompute re-runs the routers outside the prefix/rest passes
+            share_prefix=not self.options.gradient_checkpointing,
             routing_shape=(len(routers), int(routers[0].top_k)) if routers else None,
         )
         first = self._resume(ctx, model, opt, schedule)
@@ -255,10 +268,10 @@ class EmbeddedTrainer:
             with scoring.routing(model, micro) as routing:
                 ref = None
                 if scoring.reference is not None:
-                    with torch.no_grad(), scoring.routing(scoring.reference, micro):
-                        ref = scoring.logprobs(scoring.reference, ids, attn, mask)
+                    with torch.no_grad(), scoring.routing(scoring.reference, micro) as ref_routing:
+                        ref = scoring.logprobs(scoring.reference, ids, attn, mask, ref_routing)
                 batch = PolicyBatch(
-                    logprobs=scoring.logprobs(model, ids, attn, mask),
+                    logprobs=scoring.logprobs(model, ids, attn, mask, routing),
                     inference_logprobs=micro.logprobs.to(device),
                     mask=mask,
                     advantages=micro.advantages.to(device),
