@@ -206,3 +206,16 @@ def test_harness_contract_fails_a_script_that_does_not_solve(tmp_path: Path) -> 
     harness.conformance_script = lambda commands: [{"text": "I will not change anything."}]  # type: ignore[method-assign]
     with pytest.raises(ContractError, match=r"solving script: reward 0.0 != 1.0"):
         contract_named("harness.solves-task").check(harness, ContractEnv(tmp=tmp_path, registry=default_registry()))
+
+
+@end_to_end(installed)
+def test_own_instructions_replace_codexs_base_instructions(tmp_path: Path) -> None:
+    mine = "You fix one bug with one shell command."
+    result, server, calc = trial(
+        tmp_path / "own", lambda n, body: {"text": "Fixing.", "cmd": FIX} if n == 1 else {"text": "Done."}, instructions=mine
+    )
+    own = json.dumps(assert_fixed(result, server, calc, "/s/trial-1/v1/responses")["body"])
+    _, plain_server, _ = trial(tmp_path / "plain", lambda n, body: {"text": "Done."})
+    plain = json.dumps(plain_server.requests[0]["body"])
+    assert mine in own and mine not in plain
+    assert len(own) < len(plain) - 5000, "Codex's own base instructions (~10 KB) are gone"

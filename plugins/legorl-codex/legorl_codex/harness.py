@@ -27,6 +27,8 @@ DIST_DIR = Path(__file__).resolve().parents[1]
 LOGS = kit.LOGS
 CODEX_HOME = f"{LOGS}/codex-home"
 INSTRUCTION_FILE = f"{LOGS}/instruction.md"
+BASE_INSTRUCTIONS_FILE = f"{CODEX_HOME}/instructions.md"
+"""Where ``options.instructions`` goes (Codex's ``model_instructions_file``)."""
 EVENTS_FILE = f"{LOGS}/codex.jsonl"
 INSTALL = (
     f"install @openai/codex@{VERSION} with the project's setup (scripts/setup.sh runs "
@@ -77,8 +79,12 @@ class Codex:
         if (failed := kit.prepare(sandbox, CODEX_HOME, EVENTS_FILE)) is not None:
             return failed
         context = self.ctx.spec.model.max_context if self.ctx.spec is not None else None
-        config = to_toml(build_config(self.options, endpoint, timeout, context)) + "\n"
-        uploads = {INSTRUCTION_FILE: task.instruction, f"{CODEX_HOME}/config.toml": config}
+        settings = build_config(self.options, endpoint, timeout, context)
+        uploads = {INSTRUCTION_FILE: task.instruction}
+        if self.options.instructions is not None:
+            uploads[BASE_INSTRUCTIONS_FILE] = self.options.instructions
+            settings.setdefault("model_instructions_file", BASE_INSTRUCTIONS_FILE)
+        uploads[f"{CODEX_HOME}/config.toml"] = to_toml(settings) + "\n"
         execution, output, started = kit.run_cli(
             sandbox, self.command_line(codex, sandbox.workdir), EVENTS_FILE, uploads,
             timeout=timeout,

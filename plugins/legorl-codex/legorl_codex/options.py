@@ -22,5 +22,8 @@ class CodexOptions(BaseModel):
     retries: int = Field(0, ge=0)
     """Retries of a failed or broken model call (the provider's ``request_max_retries`` and
     ``stream_max_retries``); 0 so a broken proxy fails the trial fast."""
+    instructions: str | None = None
+    """Replaces Codex's built-in base instructions (its ``model_instructions_file``): the text,
+    written to the run's CODEX_HOME. For small policies whose context budget is the cost."""
     config: dict[str, Any] = Field(default_factory=dict)
     """Codex ``config.toml`` keys merged over ours, e.g. ``{model_reasoning_effort: low}``."""
