@@ -139,8 +139,13 @@ def build_task(
         raise GeneratorError(f"template {template.doc!r}, bug {bug}: fails {len(failing)} case(s), needs 2")
     short = [i for i in failing if len(repr(expected[i])) + len(repr(_outcome(broken, *cases[i]))) <= 16]
     example = rng.choice(short or failing)  # short values read better in an instruction
-    oracle = oracle_command(module, buggy_line, fixed_line)
-    if _apply_sed(buggy_source, buggy_line, fixed_line) != fixed_source:
+    bad, good = _token_diff(buggy_line, fixed_line)
+    oracle = next(
+        (oracle_command(module, old, new) for old, new in ((bad, good), (buggy_line, fixed_line))
+         if _apply_sed(buggy_source, old, new) == fixed_source),
+        None,
+    )  # fmt: skip
+    if oracle is None:
         raise GeneratorError(f"template {template.doc!r}, bug {bug}: the oracle sed is ambiguous")
 
     fn, args = cases[example]
@@ -149,7 +154,6 @@ def build_task(
     wrong = f"raises `{got[1]}`" if isinstance(got, tuple) and got[:1] == ("raises",) else f"returns `{got!r}`"
     first = f"In `/app/{module}.py`, `{call}` {wrong} instead of `{expected[example]!r}`."
     if level == 1:
-        bad, good = _token_diff(buggy_line, fixed_line)
         hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`."
     elif level == 2:
         purpose = template.function(bug.call).purpose.format(**names)
@@ -176,11 +180,15 @@ def build_task(
     )
 
 
-def oracle_command(module: str, buggy_line: str, fixed_line: str) -> str:
-    """One shell command that fixes the bug: a sed of the buggy line (indentation kept)."""
-    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", buggy_line)
-    replacement = re.sub(r"([\\/&])", r"\\\1", fixed_line)
-    return f"sed -i {shlex.quote(f's/{pattern}/{replacement}/')} /app/{module}.py"
+def oracle_command(module: str, old: str, new: str) -> str:
+    """One shell command that fixes the bug: a sed replacing ``old`` by ``new`` (the first
+    match on each line). The oracle is the shortest that fixes the module: the wrong token
+    alone where that is unambiguous, else the whole buggy line."""
+    pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", old)
+    replacement = re.sub(r"([\\/&])", r"\\\1", new)
+    expression = f"s/{pattern}/{replacement}/"
+    quoted = f"'{expression}'" if "'" not in expression else shlex.quote(expression)  # one form to learn
+    return f"sed -i {quoted} /app/{module}.py"
 
 
 def _check(split: str, levels: Sequence[int], kinds: Sequence[str]) -> None:
@@ -217,9 +225,9 @@ def _same(got: Any, want: Any) -> bool:
     return type(got) is type(want) and got == want
 
 
-def _apply_sed(source: str, buggy_line: str, fixed_line: str) -> str:
+def _apply_sed(source: str, old: str, new: str) -> str:
     """What the oracle's sed does: the first match on each line is replaced."""
-    return "".join(line.replace(buggy_line, fixed_line, 1) for line in source.splitlines(keepends=True))
+    return "".join(line.replace(old, new, 1) for line in source.splitlines(keepends=True))
 
 
 def _token_diff(buggy: str, fixed: str) -> tuple[str, str]:
