@@ -14,6 +14,11 @@ from pydantic import BaseModel, Field
 Routing = list[list[int]]
 """Experts one token was routed to: one list of top-k expert ids per MoE layer."""
 
+TokenIds = tuple[int, ...]
+"""Token ids as a record keeps them: immutable, and invisible to the garbage collector
+(CPython untracks a tuple of ints, where a full collection walks every slot of a list).
+Serialised as a JSON array, like a list."""
+
 
 class Termination(StrEnum):
     """Why a trial ended."""
@@ -96,9 +101,9 @@ class CallRecord(BaseModel):
     index: int
     dialect: str
     model: str = ""
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
+    prompt_ids: TokenIds
+    completion_ids: TokenIds
+    logprobs: tuple[float, ...]
     routing: list[Routing] | None = None
     prompt_routing: list[Routing] | None = None
     finish_reason: str = "stop"

@@ -48,7 +48,7 @@ def record(prompt, completion):
 def test_first_call_tokenizes_the_rendered_text(tok):
     rendered = render_prompt(tok, request(ChatMessage("user", "hi")))
     assert rendered.text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    assert rendered.ids == encode(tok, rendered.text)
+    assert list(rendered.ids) == encode(tok, rendered.text)
     assert not rendered.extends_previous
 
 
@@ -75,7 +75,7 @@ def test_next_turn_reuses_the_sampled_ids_verbatim(tok):
     )
     rendered = render_prompt(tok, follow, prev)
     assert rendered.extends_previous
-    assert rendered.ids[: len(first.ids) + len(sampled)] == first.ids + sampled
+    assert list(rendered.ids[: len(first.ids) + len(sampled)]) == [*first.ids, *sampled]
     assert decode(tok, rendered.ids) == rendered.text
 
 
@@ -105,7 +105,7 @@ def test_tool_call_round_trip_extends(tok):
     )
     rendered = render_prompt(tok, follow, record(first.ids, sampled))
     assert rendered.extends_previous
-    assert rendered.ids[: len(first.ids) + len(sampled)] == first.ids + sampled
+    assert list(rendered.ids[: len(first.ids) + len(sampled)]) == [*first.ids, *sampled]
 
 
 def test_retry_reuses_the_previous_prompt_ids(tok):
@@ -114,13 +114,13 @@ def test_retry_reuses_the_previous_prompt_ids(tok):
         tok, "|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     )
     rendered = render_prompt(tok, req, record(odd_prompt, encode(tok, "Hello")))
-    assert rendered.ids == odd_prompt and not rendered.extends_previous
+    assert list(rendered.ids) == odd_prompt and not rendered.extends_previous
 
 
 def test_unrelated_history_is_tokenized_afresh(tok):
     prev = record(encode(tok, "<|im_start|>user\nsomething else"), encode(tok, "x"))
     rendered = render_prompt(tok, request(ChatMessage("user", "hi")), prev)
-    assert rendered.ids == encode(tok, rendered.text) and not rendered.extends_previous
+    assert list(rendered.ids) == encode(tok, rendered.text) and not rendered.extends_previous
 
 
 def test_load_template(tmp_path):
@@ -197,6 +197,6 @@ def test_prefix_cache_shares_the_first_turn_and_matches_plain_tokenization():
     cache = PrefixCache(tok)
     system = "<|im_start|>system\n" + "long system prompt " * 50 + "<|im_end|>"
     texts = [f"{system}\n<|im_start|>user\ntask {i}<|im_end|>\n" for i in range(3)]
-    assert [cache.encode(t) for t in texts] == [encode(tok, t) for t in texts]
+    assert [list(cache.encode(t)) for t in texts] == [encode(tok, t) for t in texts]
     assert (cache.hits, cache.misses) == (2, 1)
-    assert cache.encode("no marker here") == encode(tok, "no marker here")
+    assert list(cache.encode("no marker here")) == encode(tok, "no marker here")

@@ -125,12 +125,12 @@ def test_two_turn_tool_conversation_is_one_token_exact_segment(make_proxy, token
         c1.prompt_ids[: len(c0.prompt_ids) + len(c0.completion_ids)]
         == c0.prompt_ids + c0.completion_ids
     )
-    assert c1.prompt_ids == inference.prompts[1]
+    assert list(c1.prompt_ids) == inference.prompts[1]
 
     traj = session.trajectory()
     [seg] = traj.segments
     assert seg.calls == [0, 1] and traj.rolled_back == []
-    assert seg.ids == c1.prompt_ids + c1.completion_ids
+    assert seg.ids == [*c1.prompt_ids, *c1.completion_ids]
     sampled = [(i, lp) for i, m, lp in zip(seg.ids, seg.loss_mask, seg.logprobs) if m]
     assert sampled == list(zip(c0.completion_ids, c0.logprobs)) + list(
         zip(c1.completion_ids, c1.logprobs)

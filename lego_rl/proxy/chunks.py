@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 CUT = re.compile(r"(?<=\n)(?=\S)")
@@ -108,7 +109,8 @@ class ChunkCache:
     ):
         self.encoder, self.min_chars, self.max_chars = encoder, min_chars, max_chars
         self.verify_first, self.check_every = verify_first, check_every
-        self.entries: OrderedDict[str, list[int]] = OrderedDict()
+        self.entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        """Cached ids as tuples: the garbage collector skips them (it walks every list)."""
         self.chars = 0
         self.lock = threading.Lock()
         self.counts = {"texts": 0, "hits": 0, "misses": 0, "checks": 0, "mismatches": 0}
@@ -134,7 +136,7 @@ class ChunkCache:
 
     def _chunked(self, text: str) -> list[int]:
         parts = pieces(text, self.min_chars)
-        found: list[list[int] | None] = []
+        found: list[Sequence[int] | None] = []
         with self.lock:
             for part in parts:
                 ids = self.entries.get(part)
@@ -154,10 +156,10 @@ class ChunkCache:
                 out += ids
         return out
 
-    def _store(self, part: str, ids: list[int]) -> None:
+    def _store(self, part: str, ids: Sequence[int]) -> None:
         if part in self.entries or len(part) > self.max_chars:
             return
-        self.entries[part] = ids
+        self.entries[part] = tuple(ids)
         self.chars += len(part)
         while self.chars > self.max_chars:
             old, _ = self.entries.popitem(last=False)

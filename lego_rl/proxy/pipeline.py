@@ -212,16 +212,16 @@ class CallHandler:
                 session.errors.append(message)
                 raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
             stop = stop_ids(tokenizer, session.sampling)
-            # Built without validation: the fields are typed here, and validating prompt ids
-            # would copy a list as long as the context on every call.
+            # Built without validation: the fields are typed here (ids are tuples), and
+            # validating prompt ids would copy a sequence as long as the context on every call.
             record = CallRecord.model_construct(
                 session=session.id,
                 index=session.next_index,
                 dialect=session.dialect,
                 model=request.model,
                 prompt_ids=rendered.ids,
-                completion_ids=[],
-                logprobs=[],
+                completion_ids=(),
+                logprobs=(),
                 extends_previous=rendered.extends_previous,
                 subagent=thread.subagent,
                 started_at=time.time(),
@@ -304,18 +304,19 @@ class CallHandler:
         ProxyError (500) when the backend fails."""
         session, record = call.session, call.record
         gen: Generation | None = None
+        prompt = list(record.prompt_ids)  # the backend's own copy, as Inference.generate takes
         try:
             if on_token is None:  # backends older than on_token still serve plain calls
-                gen = self.inference.generate(record.prompt_ids, call.sampling)
+                gen = self.inference.generate(prompt, call.sampling)
             else:
-                gen = self.inference.generate(record.prompt_ids, call.sampling, on_token=on_token)
+                gen = self.inference.generate(prompt, call.sampling, on_token=on_token)
             check_generation(gen, call.sampling.max_tokens)
         except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, then a 500
             gen = None
             record.error = f"{type(exc).__name__}: {exc}"
         else:
-            record.completion_ids = list(gen.completion_ids)
-            record.logprobs = list(gen.logprobs)
+            record.completion_ids = tuple(gen.completion_ids)
+            record.logprobs = tuple(gen.logprobs)
             record.routing = gen.routing
             record.prompt_routing = gen.prompt_routing
             record.finish_reason = gen.finish_reason

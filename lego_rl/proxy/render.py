@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import CallRecord
+from lego_rl.data import CallRecord, TokenIds
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy.chunks import ChunkCache, Encoder
 from lego_rl.proxy.errors import BadRequest
@@ -26,7 +26,7 @@ from lego_rl.proxy.errors import BadRequest
 
 @dataclass
 class RenderedPrompt:
-    ids: list[int]
+    ids: TokenIds
     extends_previous: bool
     text: str
 
@@ -121,17 +121,17 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
 @dataclass(frozen=True)
 class Context:
     """A call's context as the next call may extend it: its prompt, then prompt + completion,
-    as text and as the exact ids (sampled ids included). The two id lists are the call's own
+    as text and as the exact ids (sampled ids included). The two id tuples are the call's own
     (not copied): a session's history is held once, in its records."""
 
     prompt_text: str
-    prompt_ids: list[int]
+    prompt_ids: TokenIds
     text: str
-    completion_ids: list[int]
+    completion_ids: TokenIds
 
     @property
-    def ids(self) -> list[int]:
-        """Prompt + completion ids (a new list)."""
+    def ids(self) -> TokenIds:
+        """Prompt + completion ids."""
         return self.prompt_ids + self.completion_ids
 
     @classmethod
@@ -158,7 +158,7 @@ class PrefixCache:
         self.tokenizer, self.marker, self.size = tokenizer, marker, size
         self.encoder = Encoder(tokenizer)
         self.chunks = ChunkCache(self.encoder)
-        self.entries: OrderedDict[str, list[int]] = OrderedDict()
+        self.entries: OrderedDict[str, TokenIds] = OrderedDict()
         self.lock = threading.Lock()
         self._usable: bool | None = None
         self.hits = self.misses = 0
@@ -168,23 +168,23 @@ class PrefixCache:
             self._usable = len(encode(self.tokenizer, self.marker)) == 1
         return self._usable
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> TokenIds:
         at = text.find(self.marker) if self.usable() else -1
         if at < 0:
-            return self.chunks.encode(text)
+            return tuple(self.chunks.encode(text))
         cut = at + len(self.marker)
         head = text[:cut]
         with self.lock:  # a miss is tokenized once, even when sessions start together
             ids = self.entries.get(head)
             if ids is None:
                 self.misses += 1
-                ids = self.entries[head] = self.encoder.encode(head)
+                ids = self.entries[head] = tuple(self.encoder.encode(head))
                 while len(self.entries) > self.size:
                     self.entries.popitem(last=False)
             else:
                 self.hits += 1
             self.entries.move_to_end(head)
-        return ids + self.chunks.encode(text[cut:])
+        return ids + tuple(self.chunks.encode(text[cut:]))
 
 
 def render_prompt(
@@ -212,11 +212,10 @@ def tokenize_prompt(
     if previous is not None:
         delta = cache.encoder.encode if cache is not None else partial(encode, tokenizer)
         if text.startswith(previous.text):
-            ids = previous.prompt_ids + previous.completion_ids
-            ids += delta(text[len(previous.text) :])
-            return RenderedPrompt(ids, True, text)
+            rest = tuple(delta(text[len(previous.text) :]))
+            return RenderedPrompt(previous.prompt_ids + previous.completion_ids + rest, True, text)
         if text.startswith(previous.prompt_text):
-            rest = text[len(previous.prompt_text) :]
-            return RenderedPrompt(previous.prompt_ids + delta(rest), False, text)
-    ids = cache.encode(text) if cache is not None else encode(tokenizer, text)
+            rest = tuple(delta(text[len(previous.prompt_text) :]))
+            return RenderedPrompt(previous.prompt_ids + rest, False, text)
+    ids = cache.encode(text) if cache is not None else tuple(encode(tokenizer, text))
     return RenderedPrompt(ids, False, text)

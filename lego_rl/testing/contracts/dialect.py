@@ -90,7 +90,7 @@ def token_exact(proxy: Recorded, calls: list[tuple[str, str]]) -> None:
         expect(record.error is None, f"call {index} failed in the proxy: {record.error}")
         sampled = [*tok.encode(reply, add_special_tokens=False), tok.eos_token_id]
         expect(
-            record.completion_ids == sampled,
+            list(record.completion_ids) == sampled,
             f"call {index}: the recorded completion ({tok.decode(record.completion_ids)!r}) is not "
             f"what the policy sampled ({reply!r} + eos)",
         )

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import require
+from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import model_name, request_sampling, text_of
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
@@ -161,12 +162,34 @@ def signature(thinking: str) -> str:
     return hashlib.sha256(thinking.encode()).hexdigest()
 
 
+def parse_message(raw: Any, index: int) -> list[ChatMessage]:
+    """One raw message of ``messages`` (at ``index``) as neutral messages."""
+    param = f"messages[{index}]"
+    require(isinstance(raw, dict), "each message must be an object", param)
+    role = raw.get("role")
+    require(
+        role in ("user", "assistant", "system"),
+        f"unsupported role {role!r} (use user, assistant or system)",
+        f"{param}.role",
+    )
+    blocks = _blocks(raw.get("content"), f"{param}.content")
+    if role == "assistant":
+        return [_assistant(blocks, f"{param}.content")]
+    return _user(blocks, role, f"{param}.content")
+
+
 class AnthropicDialect:
-    """Anthropic Messages: request parsing, response, stream and error shapes."""
+    """Anthropic Messages: request parsing, response, stream and error shapes.
+
+    A conversation's earlier messages are parsed once: later calls reuse them through a
+    :class:`MessageMemo` (exact; the parsed messages are shared, never to be mutated)."""
 
     name = "anthropic-messages"
     routes = (("POST", "/v1/messages"),)
     count_tokens_route = ("POST", "/v1/messages/count_tokens")
+
+    def __init__(self) -> None:
+        self.memo = MessageMemo(parse_message)
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         raw_messages = body.get("messages")
@@ -179,20 +202,7 @@ class AnthropicDialect:
         system = body.get("system")
         if system:
             messages.append(ChatMessage(role="system", content=text_of(system, "system")))
-        for i, raw in enumerate(raw_messages):
-            param = f"messages[{i}]"
-            require(isinstance(raw, dict), "each message must be an object", param)
-            role = raw.get("role")
-            require(
-                role in ("user", "assistant", "system"),
-                f"unsupported role {role!r} (use user, assistant or system)",
-                f"{param}.role",
-            )
-            blocks = _blocks(raw.get("content"), f"{param}.content")
-            if role == "assistant":
-                messages.append(_assistant(blocks, f"{param}.content"))
-            else:
-                messages.extend(_user(blocks, role, f"{param}.content"))
+        messages.extend(self.memo.parse(raw_messages))
         choice = body.get("tool_choice")
         require(
             choice is None or (isinstance(choice, dict) and "type" in choice),
