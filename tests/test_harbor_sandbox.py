@@ -92,3 +92,32 @@ def test_lego_trial_on_harbor_sandbox(commands, reward, tmp_path):
     result = _lego_trial(tmp_path, commands)
     assert (result.termination.value, result.reward) == ("completed", reward), result.reason
     assert "agent_diff" in result.verifier  # the bubblewrap environment's verify phase ran
+
+
+@pytest.mark.slow
+def test_codex_through_the_proxy_on_the_harbor_sandbox(tmp_path):
+    """A real harness (the Codex CLI) on a Harbor environment, every model call through the
+    proxy: the scripted policy's fix, as Codex's own tool call, earns reward 1."""
+    from lego_rl.engine.scripted import scripted_trial
+    from lego_rl.registry import default_registry
+    from lego_rl.testing.contracts.base import ContractEnv
+
+    env = ContractEnv(tmp=tmp_path, registry=default_registry())
+    env.model = env.model.model_copy(update={"max_context": 32768})
+    ctx = env.build_context()
+    harness = env.registry.build("harness", "codex", None, ctx)
+    turns = harness.conformance_script(["sed -i 's/a - b/a + b/' calc.py"])
+    result, calls = scripted_trial(
+        harness=harness,
+        sandbox=HarborSandboxBackend(HarborSandboxOptions(), ctx),
+        verifier=env.registry.build("verifier", "test-script", None, ctx),
+        inference=env.registry.build("inference", "scripted", {"turns": turns, "device": "cpu"}, ctx),
+        dialect=env.registry.build("dialect", harness.dialect, None, ctx),
+        model=env.model,
+        task=env.task("fix-add"),
+        trial_id="codex-on-harbor",
+        turns=len(turns),
+    )
+    assert (result.termination.value, result.reward) == ("completed", 1.0), result.reason
+    assert len(calls) >= 2 and all(c.error is None and c.completion_ids for c in calls)
+    assert "agent_diff" in result.verifier  # graded by the Harbor environment's verify phase
