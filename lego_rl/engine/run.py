@@ -84,12 +84,14 @@ def apply(
         )
     )
     proxy: ProxyServer | None = None
+    inference: Any = None
     try:
         if getattr(trainer := build("trainer"), "owns_rollout", False):
             _run_owned(trainer, spec, run_dir, build, emit, console)
             emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
             return run_dir
         rollouts = build_rollouts(spec, build, emit)
+        inference = rollouts.inference
         proxy = rollouts.proxy
         filter_ = build("filter")
         tasks = filter_.select_tasks(build("tasks").tasks())
@@ -134,6 +136,8 @@ def apply(
     finally:
         if proxy is not None:
             proxy.stop()
+        if callable(close := getattr(inference, "close", None)):
+            close()  # a backend that launched a server (vllm) stops it now, not at exit
         emit.close()
         _write_report(run_dir, console)
     console.print(f"run finished in {time.time() - started:.0f}s: {run_dir}")
