@@ -21,7 +21,7 @@ from legorl_std.harbor_tasks import load_task
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.data import Termination
-from lego_rl.kinds import Endpoint, Harness, HarnessResult
+from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import Spec
 from lego_rl.testing.contracts import conformance_tasks_dir
@@ -162,3 +162,41 @@ def assert_failed_fast(result: HarnessResult, server: FakeServer, seconds: float
     assert result.termination == Termination.API_ERROR, result.reason
     assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
     assert seconds < 60
+
+
+class NullSandbox:
+    """A sandbox in which every command succeeds and nothing happens (tests of the loop itself)."""
+
+    workdir = "/app"
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def exec(self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None) -> ExecResult:
+        return ExecResult(0)
+
+    def upload(self, src: Any, dst: str) -> None:
+        pass
+
+    def download(self, src: str, dst: Any) -> None:
+        pass
+
+    def endpoint_url(self, host_url: str) -> str:
+        return host_url
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class NullSandboxes:
+    """The backend of :class:`NullSandbox`; ``started`` lists every sandbox it handed out."""
+
+    def __init__(self) -> None:
+        self.started: list[NullSandbox] = []
+
+    def preflight(self) -> list[Any]:
+        return []
+
+    def start(self, task: Any, trial_id: str) -> NullSandbox:
+        self.started.append(NullSandbox())
+        return self.started[-1]

@@ -12,26 +12,9 @@ from legorl_embedded.prefix import shared_prefix_length  # noqa: E402
 from legorl_embedded.replay import RoutingReplay, routing_table  # noqa: E402
 from legorl_embedded.routing import RoutingRecorder  # noqa: E402
 
-LAYERS, EXPERTS, K = 2, 4, 2
+from test_embedded_replay import EXPERTS, K, LAYERS, one_thread, tiny_moe  # noqa: E402, F401 (autouse fixture)
+
 PREFIX, WIDTH = 40, 52
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def tiny_moe(seed: int = 0) -> torch.nn.Module:
-    cfg = transformers.Qwen3MoeConfig(
-        vocab_size=128, hidden_size=32, intermediate_size=64, moe_intermediate_size=32,
-        num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-        num_experts=EXPERTS, num_experts_per_tok=K, norm_topk_prob=True,
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    return transformers.Qwen3MoeForCausalLM(cfg).float()
 
 
 def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

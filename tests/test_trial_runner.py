@@ -6,43 +6,24 @@ from pathlib import Path
 
 import pytest
 
+from harness_fakes import NullSandbox
+
 from lego_rl.data import Attribution, Sampling, Termination
 from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.trial import TrialRunner, TrialSetup
-from lego_rl.kinds import ExecResult, HarnessResult, Task, VerifierResult, Violation
+from lego_rl.kinds import HarnessResult, Task, VerifierResult, Violation
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 
 TASK = Task(name="t", path=Path("/nonexistent"), instruction="fix it")
 
 
-class FakeSandbox:
-    workdir = "/app"
-
-    def __init__(self) -> None:
-        self.stopped = False
-
-    def exec(self, command, *, timeout, env=None, cwd=None):
-        return ExecResult(0)
-
-    def upload(self, src, dst):
-        pass
-
-    def download(self, src, dst):
-        pass
-
-    def endpoint_url(self, host_url):
-        return host_url
-
-    def stop(self):
-        self.stopped = True
-
 
 class FakeBackend:
     def __init__(self, fail: bool = False):
         self.fail = fail
-        self.sandboxes: list[FakeSandbox] = []
+        self.sandboxes: list[NullSandbox] = []
 
     def preflight(self):
         return []
@@ -50,7 +31,7 @@ class FakeBackend:
     def start(self, task, trial_id):
         if self.fail:
             raise OSError("no space left on device")
-        self.sandboxes.append(FakeSandbox())
+        self.sandboxes.append(NullSandbox())
         return self.sandboxes[-1]
 
 

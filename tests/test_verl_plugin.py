@@ -16,8 +16,10 @@ from legorl_verl.options import VerlTrainerOptions
 from legorl_verl.output import to_sample
 from omegaconf import OmegaConf
 
+from harness_fakes import NullSandboxes
+
 from lego_rl.data import Segment, Termination, Trajectory
-from lego_rl.kinds import ExecResult, HarnessResult, Task, VerifierResult
+from lego_rl.kinds import HarnessResult, Task, VerifierResult
 from lego_rl.spec.load import raw_spec
 from lego_rl.spec.models import Spec
 
@@ -235,31 +237,6 @@ class TwoCallHarness:
         return HarnessResult(Termination.COMPLETED, exit_code=0)
 
 
-class Box:
-    workdir = "/app"
-
-    def exec(self, command, *, timeout, env=None, cwd=None):
-        return ExecResult(0)
-
-    def upload(self, src, dst):
-        pass
-
-    def download(self, src, dst):
-        pass
-
-    def endpoint_url(self, host_url):
-        return host_url
-
-    def stop(self):
-        pass
-
-
-class Boxes:
-    def preflight(self):
-        return []
-
-    def start(self, task, trial_id):
-        return Box()
 
 
 class Passing:
@@ -283,7 +260,7 @@ def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> No
                 "run.max_tokens=32")
     cfg = verl_config(spec, tmp_path, strategy="megatron", prompt_length=64)
     task = Task(name="t1", path=tmp_path, instruction="fix the bug")
-    kit = TrialKit(spec=spec, tasks={"t1": task}, sandbox=Boxes(), harness=TwoCallHarness(),
+    kit = TrialKit(spec=spec, tasks={"t1": task}, sandbox=NullSandboxes(), harness=TwoCallHarness(),
                    verifier=Passing(), dialect=OpenAIChatDialect())
     tokenizer = tiny_chat_tokenizer()
     client = StandInServerClient(tokenizer)

@@ -32,6 +32,8 @@ from legorl_vllm.testing import FakeVLLM
 from legorl_vllm.weights import MARKER, stage_model_dir, write_weights
 from pydantic import ValidationError
 
+from harness_fakes import NullSandboxes
+
 from lego_rl.data import Sampling
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import ModelSpec, Spec
@@ -389,33 +391,6 @@ def test_launch_starts_waits_for_health_and_stops_the_server(tmp_path, prompt) -
 # ---------------------------------------------------------------- one trial through the proxy
 
 
-class _Sandbox:
-    workdir = "/app"
-
-    def exec(self, command, *, timeout, env=None, cwd=None):
-        from lego_rl.kinds import ExecResult
-
-        return ExecResult(0)
-
-    def upload(self, src, dst):
-        pass
-
-    def download(self, src, dst):
-        pass
-
-    def endpoint_url(self, host_url):
-        return host_url
-
-    def stop(self):
-        pass
-
-
-class _Sandboxes:
-    def preflight(self):
-        return []
-
-    def start(self, task, trial_id):
-        return _Sandbox()
 
 
 class _TwoTurnHarness:
@@ -476,7 +451,7 @@ def test_a_trial_through_the_proxy_records_sampled_tokens_and_routing(server) ->
     proxy.start()
     try:
         setup = TrialSetup(
-            sandbox=_Sandboxes(), harness=_TwoTurnHarness(), verifier=_Pass(), proxy=proxy, dialect="openai-chat",
+            sandbox=NullSandboxes(), harness=_TwoTurnHarness(), verifier=_Pass(), proxy=proxy, dialect="openai-chat",
             model_name="tiny", sampling=Sampling(max_tokens=6, temperature=1.0),
         )  # fmt: skip
         result = TrialRunner(setup).run(
