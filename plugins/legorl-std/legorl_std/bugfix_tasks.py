@@ -16,8 +16,7 @@ from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
 from legorl_std.bugfix import BUG_KINDS, LEVELS, BugKind, ensure_tasks
 from legorl_std.harbor_tasks import load_task
-
-DEFAULT_CACHE = Path("~/.cache/legorl/bugfix")
+from legorl_std.task_cache import cache_root
 
 
 class BugfixOptions(BaseModel):
@@ -70,13 +69,7 @@ class BugfixTasks:
 
 def build(options: BugfixOptions, ctx: BuildContext) -> BugfixTasks:
     """Generated one-bug Python tasks of graded difficulty, train or held-out (Harbor format)."""
-    if options.dir is not None:
-        root = ctx.path(options.dir)
-    elif ctx.run_dir is not None:
-        root = ctx.run_dir / "bugfix"
-    else:
-        root = DEFAULT_CACHE.expanduser()
-    return BugfixTasks(options, root)
+    return BugfixTasks(options, cache_root(options.dir, ctx, "bugfix"))
 
 
 @hookimpl(specname="legorl_register_tasks")

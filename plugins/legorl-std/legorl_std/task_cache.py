@@ -15,6 +15,17 @@ from typing import Any
 MANIFEST = "manifest.json"
 
 
+def cache_root(dir: str | None, ctx: Any, source: str) -> Path:
+    """Where a task source keeps its generated sets: ``dir`` (relative to the spec) if given,
+    else ``<run dir>/<source>``, else ``~/.cache/legorl/<source>`` (no run, e.g. ``plan``).
+    ``ctx`` is the plugin's BuildContext."""
+    if dir is not None:
+        return ctx.path(dir)
+    if ctx.run_dir is not None:
+        return ctx.run_dir / source
+    return Path("~/.cache/legorl").expanduser() / source
+
+
 def cached_task_set(target: Path, write: Callable[[Path], dict[str, Any]]) -> list[Path]:
     """The task directories of the set at ``target``; if it is not complete yet, ``write(scratch)``
     writes one directory per task into ``scratch`` and returns the manifest, whose ``tasks`` lists

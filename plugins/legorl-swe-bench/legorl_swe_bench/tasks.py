@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from legorl_std.harbor_tasks import load_task
-from legorl_std.task_cache import cached_task_set
+from legorl_std.task_cache import cache_root, cached_task_set
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl
@@ -22,7 +22,6 @@ from lego_rl.registry import BuildContext
 from legorl_swe_bench.harbor import DEFAULT_IMAGE, write_task
 from legorl_swe_bench.instances import Instance, InstanceError, read_instances
 
-DEFAULT_CACHE = Path("~/.cache/legorl/swe-bench")
 FORMAT_VERSION = 1
 """Bumped whenever the written task layout changes, so older caches are not reused."""
 EXAMPLE = Path(__file__).parent / "examples" / "instances.jsonl"
@@ -172,12 +171,7 @@ def mirror_of(repos: Path, repo: str) -> Path:
 
 def build(options: SweBenchOptions, ctx: BuildContext) -> SweBenchTasks:
     """SWE-bench instances from a local JSONL/parquet file as Harbor tasks (image or local checkout)."""
-    if options.dir is not None:
-        root = ctx.path(options.dir)
-    elif ctx.run_dir is not None:
-        root = ctx.run_dir / "swe-bench"
-    else:
-        root = DEFAULT_CACHE.expanduser()
+    root = cache_root(options.dir, ctx, "swe-bench")
     repos = ctx.path(options.repos) if options.repos is not None else None
     return SweBenchTasks(options, ctx.path(options.instances), repos, root)
 
