@@ -10,13 +10,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -30,6 +27,7 @@ from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.pipeline import CallHandler, Reply
 from lego_rl.proxy.render import load_template
 from lego_rl.proxy.session import ProxySession
+from lego_rl.proxy.threaded import ThreadedServer
 
 STARTUP_TIMEOUT_S = 30.0
 _heap_frozen = False
@@ -89,52 +87,34 @@ class ProxyServer:
                 ),
             ]
         )
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: ThreadedServer | None = None
         self._executor: ThreadPoolExecutor | None = None
 
     # -------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         """Listen in a background thread; returns once the socket accepts connections."""
-        if self._server is not None:
+        if self._serving is not None:
             raise RuntimeError(f"proxy already started at {self.url}")
         if self.freeze_heap:
             freeze_startup_heap()
         self._executor = ThreadPoolExecutor(
             self.max_workers, thread_name_prefix="legorl-proxy-call"
         )
-        config = uvicorn.Config(
-            self.app,
-            host=self.host,
-            port=self.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
+        serving = ThreadedServer(self.app, self.host, self.port, "legorl-proxy")
+        port = serving.start(
+            STARTUP_TIMEOUT_S,
+            f"proxy could not listen on {self.host}:{self.port} (port in use? use port 0 for a free one)",
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="legorl-proxy", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server = None
-                raise RuntimeError(
-                    f"proxy could not listen on {self.host}:{self.port} (port in use? "
-                    "use port 0 for a free one)"
-                )
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._serving = serving
         self.url = f"http://{self.host}:{port}"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._serving is not None:
+            self._serving.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-        self._server = self._thread = self._executor = None
+        self._serving = self._executor = None
 
     # -------------------------------------------------------------- sessions
 

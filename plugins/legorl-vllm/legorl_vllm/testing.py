@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -31,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from lego_rl.data import Generation, Sampling
+from lego_rl.proxy.threaded import ThreadedServer
 from legorl_vllm.client import TOKEN_ID_PREFIX, encode_routed_experts
 
 
@@ -98,41 +98,21 @@ class FakeVLLM:
                 ),
             ]
         self.app = Starlette(routes=routes)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: ThreadedServer | None = None
         self.url = ""
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> Self:
-        config = uvicorn.Config(
-            self.app,
-            host=self.host,
-            port=self.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, name="fake-vllm", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake vLLM server did not start")
-            time.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._serving = ThreadedServer(self.app, self.host, self.port, "fake-vllm")
+        port = self._serving.start(10, "fake vLLM server did not start")
         self.url = f"http://{self.host}:{port}"
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        if self._serving is not None:
+            self._serving.stop()
+        self._serving = None
 
     def __enter__(self) -> Self:
         return self.start()
