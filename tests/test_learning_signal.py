@@ -5,7 +5,13 @@ enough that the policy solves it about half the time at temperature 1, so groups
 two GRPO steps of 8 trials through the real Codex CLI, proxy, sandbox and verifier, and a
 held-out evaluation before and after. Checked: a step trained with a non-zero gradient on
 tokens the proxy recorded, and the update raised the policy's log-probs of the rewarded
-trajectories it learned from.
+trajectories it learned from relative to the failed ones (mean change per trajectory).
+
+Not asserted: that each rewarded trajectory's absolute log-prob rose. One GRPO step does not
+promise it: with the warm start fitted this closely, a rewarded trajectory is the fitted
+demonstration (log-prob about -0.5 over 36 tokens), with little room to rise, and AdamW's
+first step moves every parameter with any gradient by the full learning rate. Measured over
+runs: rewarded changes between -0.04 and +0.2 while failed ones fall by 0.1 to 7.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"evaluate.tasks.options.dir={out / 'tasks'}"]  # fmt: skip
     proc = subprocess.run(
         [LEGORL, "apply", str(ROOT / "specs" / "learn-bugfix.yaml"), *args],
-        capture_output=True, text=True, timeout=1200,
+        check=False, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return out / "signal"
@@ -116,13 +122,12 @@ def test_the_update_raises_log_probs_of_the_rewarded_trajectories(run_dir: Path)
         for t in trials
         if (traj := Trajectory.model_validate_json((run_dir / t["trajectory_path"]).read_text())).segments
     }
-    rewarded = [change[t["trial_id"]] for t in trials if t["reward"] == 1.0]
-    failed = [change[t["trial_id"]] for t in trials if t["reward"] == 0.0]
+    rewarded = [change[t["trial_id"]] for t in trials if t["reward"] == 1.0 and t["trial_id"] in change]
+    failed = [change[t["trial_id"]] for t in trials if t["reward"] == 0.0 and t["trial_id"] in change]
     assert rewarded and failed
     print(f"log-prob change: rewarded {rewarded}, failed {failed}")
-    # GRPO's first step raises sum(advantage x log-prob): rewarded up relative to failed
+    # GRPO's step raises sum(advantage x log-prob): rewarded (advantage > 0) up relative to failed
     assert sum(rewarded) / len(rewarded) > sum(failed) / len(failed)
-    assert sum(rewarded) / len(rewarded) > 0
 
 
 @pytest.mark.slow
