@@ -141,7 +141,7 @@ def build_task(
     example = rng.choice(short or failing)  # short values read better in an instruction
     bad, good = _token_diff(buggy_line, fixed_line)
     oracle = next(
-        (oracle_command(module, old, new) for old, new in ((bad, good), (buggy_line, fixed_line))
+        (oracle_command(old, new) for old, new in ((bad, good), (buggy_line, fixed_line))
          if _apply_sed(buggy_source, old, new) == fixed_source),
         None,
     )  # fmt: skip
@@ -180,15 +180,17 @@ def build_task(
     )
 
 
-def oracle_command(module: str, old: str, new: str) -> str:
+def oracle_command(old: str, new: str) -> str:
     """One shell command that fixes the bug: a sed replacing ``old`` by ``new`` (the first
-    match on each line). The oracle is the shortest that fixes the module: the wrong token
-    alone where that is unambiguous, else the whole buggy line."""
+    match on each line) in ``/app/*.py``, the task's only module. The oracle is the shortest
+    that fixes the module: the wrong token alone where that is unambiguous, else the whole
+    buggy line; naming the module by the glob keeps identifiers out of it where they can be,
+    so a demonstration teaches the edit, not a file name."""
     pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", old)
     replacement = re.sub(r"([\\/&])", r"\\\1", new)
     expression = f"s/{pattern}/{replacement}/"
     quoted = f"'{expression}'" if "'" not in expression else shlex.quote(expression)  # one form to learn
-    return f"sed -i {quoted} /app/{module}.py"
+    return f"sed -i {quoted} /app/*.py"
 
 
 def _check(split: str, levels: Sequence[int], kinds: Sequence[str]) -> None:
