@@ -156,6 +156,8 @@ class DashboardServer:
 
         import uvicorn
 
+        from lego_rl.proxy.threaded import QUIET
+
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -163,9 +165,7 @@ class DashboardServer:
         except OSError:
             sock.bind((self.host, 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            create_app(self.paths, self.token), log_level="warning", lifespan="off"
-        )
+        config = uvicorn.Config(create_app(self.paths, self.token), lifespan="off", **QUIET)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run,

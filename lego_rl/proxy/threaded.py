@@ -8,6 +8,10 @@ from typing import Any
 
 import uvicorn
 
+QUIET: dict[str, Any] = {"log_config": None, "log_level": "warning"}
+"""uvicorn logging for servers started in threads: warnings only, and no ``dictConfig`` per
+server (a second server's config would reset the levels to INFO while the first one starts)."""
+
 
 class ThreadedServer:
     """``start()`` returns once the app listens; ``stop()`` ends it (both idempotent)."""
@@ -23,9 +27,7 @@ class ThreadedServer:
 
     def start(self, timeout: float, failure: str) -> int:
         """Serve; the port bound. Raises ``RuntimeError(failure)`` when it does not listen in time."""
-        config = uvicorn.Config(
-            self.app, host=self.host, port=self.port, log_level="warning", access_log=False, lifespan="off"
-        )
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, access_log=False, lifespan="off", **QUIET)
         server = self._server = uvicorn.Server(config)
         thread = self._thread = threading.Thread(target=server.run, name=self.name, daemon=True)
         thread.start()
