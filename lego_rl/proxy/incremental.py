@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.kinds import ChatMessage, ChatRequest
-from lego_rl.proxy.render import render_text, template_message
+from lego_rl.proxy.render import apply_template, render_text
 
 Shape = tuple[str, bool, bool, int]
 
@@ -66,16 +66,9 @@ class IncrementalRenderer:
         self.counts = {"full": 0, "incremental": 0, "checks": 0, "mismatches": 0}
 
     def _render(self, messages: list[ChatMessage], tools: list[dict[str, Any]], gen: bool) -> str:
-        request = ChatRequest(messages=messages, tools=tools)
         if gen:
-            return render_text(self.tokenizer, request, self.template)
-        return self.tokenizer.apply_chat_template(
-            [template_message(m) for m in messages],
-            tools=tools or None,
-            chat_template=self.template,
-            tokenize=False,
-            add_generation_prompt=False,
-        )
+            return render_text(self.tokenizer, ChatRequest(messages=messages, tools=tools), self.template)
+        return apply_template(self.tokenizer, messages, tools, self.template, False)
 
     def full(self, request: ChatRequest) -> tuple[str, Rendering | None]:
         """The full render (with generation prompt) and the Rendering it leaves, if any."""
