@@ -1,4 +1,4 @@
-"""The proxy's fast paths give exactly what the plain paths give: the direct backend encoder,
+"""The proxy's fast paths give exactly what the plain paths give: the tiktoken twin, the direct backend encoder,
 the chunk cache for text tokenized from scratch, contexts that share the records' ids, the
 one-render incremental step, and orjson in and out."""
 
@@ -50,7 +50,8 @@ TEXTS = [
 def test_chunked_and_direct_encoding_equal_the_plain_tokenizer(which, request):
     tok = tiny_chat_tokenizer() if which == "tiny" else request.getfixturevalue("qwen3")
     encoder = Encoder(tok)
-    assert encoder._backend is not None  # the direct path is the one under test
+    encoder._twin = None  # the direct path is the one under test (the twin has its own tests)
+    assert encoder._backend is not None
     chunks = ChunkCache(encoder, min_chars=64, verify_first=0, check_every=0)
     assert chunks.usable
     for text in TEXTS + [PROBE]:
@@ -124,6 +125,48 @@ def test_the_direct_encoder_ignores_truncation_left_on_the_backend():
     text = "a text much longer than five tokens"
     assert Encoder(tok).encode(text) == tok.encode(text, add_special_tokens=False)
     assert len(Encoder(tok).encode(text)) == len(text)
+
+
+PIECES = [
+    "a", "Z", "hello", " world", "DON'T", "'s", "'LL", "we're", "0", "42", "3.14", "1234567",
+    " ", "  ", "\t", "\n", "\r\n", "\n\n\n", "\u00a0", "\u3000", "!", "?!", "-->", "{\"k\": [1]}",
+    "中文", "한국어", "Wörter", "e\u0301", "\u212b", "A\u030a", "\U0001f600", "\u0301", "ﬁ",
+    "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "<|endoftext|>", "<|im",
+]
+
+
+def test_the_tiktoken_twin_gives_the_tokenizers_ids_on_mixed_text(qwen3):
+    import random
+
+    rng = random.Random(7)
+    encoder = Encoder(qwen3, verify_first=0, check_every=0)
+    assert encoder.twin
+    texts = TEXTS + ["".join(rng.choices(PIECES, k=rng.randint(1, 80))) for _ in range(400)]
+    for text in texts:
+        assert encoder.encode(text) == list(qwen3.encode(text, add_special_tokens=False)), text
+    assert encoder.counts["mismatches"] == 0 and encoder.counts["twin"] == len(texts)
+
+
+def test_a_twin_that_disagrees_on_real_text_is_turned_off(qwen3):
+    encoder = Encoder(qwen3, verify_first=1, check_every=0)
+    assert encoder.twin
+    encoder._twin = lambda text: [0]  # a twin wrong on what the probes did not cover
+    text = "a text the probes did not cover"
+    plain = list(qwen3.encode(text, add_special_tokens=False))
+    assert encoder.encode(text) == plain
+    assert encoder.counts["mismatches"] == 1 and not encoder.twin
+    assert encoder.encode(text) == plain
+
+
+def test_tokenizers_tiktoken_cannot_reproduce_get_no_twin():
+    from lego_rl.proxy.bpe import _verbatim, tiktoken_twin
+
+    assert tiktoken_twin(tiny_hf_tokenizer()) is None  # not byte-level BPE
+    assert tiktoken_twin(tiny_chat_tokenizer()) is None  # not a transformers tokenizer
+    token = {"normalized": False, "lstrip": False, "rstrip": False, "single_word": False}
+    assert _verbatim([token | {"content": "<a>", "id": 1}]) == {"<a>": 1}
+    assert _verbatim([token | {"content": "<a>", "id": 1}, token | {"content": "<a>b", "id": 2}]) is None
+    assert _verbatim([token | {"content": "<a>", "id": 1, "lstrip": True}]) is None
 
 
 def record(prompt: list[int], completion: list[int]) -> CallRecord:
