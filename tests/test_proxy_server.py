@@ -171,9 +171,15 @@ def test_auth_unknown_session_and_bad_requests(make_proxy):
         headers={"x-api-key": session.api_key},
     )
     assert raw.status_code == 400 and raw.json()["error"]["type"] == "invalid_request_error"
+    nan = httpx.post(
+        session.base_url(server.url) + "/v1/chat/completions",
+        content=b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}',
+        headers={"x-api-key": session.api_key},
+    )
+    assert nan.status_code == 400 and "NaN is not a JSON value" in nan.json()["error"]["message"]
     assert [m.id for m in client.models.list()] == ["tiny-policy"]
     assert httpx.head(session.base_url(server.url) + "/").status_code == 200
-    assert session.calls == [] and len(session.rejected) == 3
+    assert session.calls == [] and len(session.rejected) == 4
 
 
 def test_context_overflow_generates_nothing(make_proxy):

@@ -5,15 +5,16 @@ Exact by construction: a dialect's ``parse_one(raw, index)`` depends on the raw 
 (``index`` only names it in error messages), and a cached parse is reused only for a message
 whose JSON text is the cached one's. JSON text tells apart what Python equality does not
 (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``; dict key order, which ``json.dumps`` of
-tool arguments keeps). The texts are plain strings, so the memo gives the garbage collector
-nothing to walk but its parsed messages.
+tool arguments keeps). The texts are written by orjson (~8x faster than ``json``; integers past
+64 bits by ``json``), which writes NaN and infinities as ``null``: the server's JSON reader
+refuses those, so only an in-process caller could pass them. The texts are plain bytes, so the
+memo gives the garbage collector nothing to walk but its parsed messages.
 
 Parsed messages are shared between the requests that reuse them: nobody may mutate them.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,16 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.kinds import ChatMessage
+from lego_rl.proxy.jsonio import dumps
 
 ParseOne = Callable[[Any, int], list[ChatMessage]]
 """Parse one raw message (at its index in the request) into neutral messages."""
 
-_text = json.JSONEncoder(ensure_ascii=False).encode
-
-
 @dataclass
 class _Conversation:
-    texts: list[str]
+    texts: list[bytes]
     """The JSON text of each raw message."""
     parsed: list[list[ChatMessage]]
 
@@ -44,11 +43,11 @@ class MessageMemo:
 
     def __init__(self, parse_one: ParseOne, size: int = 256):
         self.parse_one, self.size = parse_one, size
-        self.entries: OrderedDict[tuple[int, str], _Conversation] = OrderedDict()
+        self.entries: OrderedDict[tuple[int, bytes], _Conversation] = OrderedDict()
         self.lock = threading.Lock()
         self.reused = self.parsed = 0
 
-    def _longest(self, texts: list[str]) -> tuple[int, str] | None:
+    def _longest(self, texts: list[bytes]) -> tuple[int, bytes] | None:
         for k in range(len(texts), 0, -1):
             entry = self.entries.get((k, texts[k - 1]))
             if entry is not None and entry.texts == texts[:k]:
@@ -58,7 +57,7 @@ class MessageMemo:
     def parse(self, raw: list[Any]) -> list[ChatMessage]:
         """The neutral messages of ``raw`` (a request's raw messages), in order."""
         try:
-            texts = [_text(message) for message in raw]
+            texts = [dumps(message) for message in raw]
         except (TypeError, ValueError):  # not JSON (an in-process caller): parse, keep nothing
             return [m for i, message in enumerate(raw) for m in self.parse_one(message, i)]
         with self.lock:

@@ -234,8 +234,8 @@ class ProxyServer:
             failure = (413, message, errors.TOO_LARGE)
         else:
             try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                body = json.loads(raw, parse_constant=_refuse_constant)
+            except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
                 failure = (
                     400,
                     f"request body is not valid JSON: {exc}",
@@ -280,6 +280,11 @@ class ProxyServer:
                 }
             ],
         }
+
+
+def _refuse_constant(name: str) -> Any:
+    """NaN and infinities are not JSON (RFC 8259); Python's reader would take them."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _route(method: str, path: str) -> tuple[str, str]:
