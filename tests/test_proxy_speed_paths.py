@@ -248,3 +248,44 @@ def test_json_out_means_what_the_standard_library_writes():
     assert json.loads(jsonio.dumps(value)) == value  # 2**70 falls back to json, exactly
     assert jsonio.dumps({"é": 1}) == '{"é":1}'.encode()
     assert jsonio.dumps({1: "a"}) == b'{"1":"a"}'
+
+
+def test_sessions_that_start_together_render_a_template_for_the_first_time_one_at_a_time():
+    import threading
+    import time
+
+    from lego_rl.proxy.render import apply_template
+
+    class Timed:
+        """Records when each render starts and ends (a first render compiles the template)."""
+
+        def __init__(self) -> None:
+            self.spans: list[tuple[float, float]] = []
+            self.lock = threading.Lock()
+
+        def apply_chat_template(self, messages, **kwargs) -> str:
+            start = time.monotonic()
+            time.sleep(0.2)
+            with self.lock:
+                self.spans.append((start, time.monotonic()))
+            return "text"
+
+    def together(tok: Timed, n: int) -> list[tuple[float, float]]:
+        message = [ChatMessage(role="user", content="hi")]
+        threads = [
+            threading.Thread(target=apply_template, args=(tok, message, [], None, True))
+            for _ in range(n)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sorted(tok.spans)
+
+    tok = Timed()
+    first, *rest = together(tok, 6)
+    assert len(rest) == 5 and all(start >= first[1] for start, _ in rest)  # the first ran alone
+    assert max(s for s, _ in rest) < min(e for _, e in rest)  # the others ran together
+    tok.spans.clear()
+    spans = together(tok, 4)  # compiled: all at once
+    assert max(s for s, _ in spans) < min(e for _, e in spans)

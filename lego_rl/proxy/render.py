@@ -118,12 +118,13 @@ def apply_template(
         )
 
     key = (id(tokenizer), template)
-    if key in _first_renders:
-        return render()
-    with _first_render_lock:
-        text = render()
-        _first_renders.add(key)
-    return text
+    if key not in _first_renders:
+        with _first_render_lock:
+            if key not in _first_renders:
+                text = render()
+                _first_renders.add(key)
+                return text
+    return render()
 
 
 def render_text(tokenizer: Any, request: ChatRequest, template: str | None = None) -> str:
