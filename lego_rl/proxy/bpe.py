@@ -17,6 +17,7 @@ import threading
 import unicodedata
 import weakref
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 EncodeFn = Callable[[str], list[int]]
@@ -77,7 +78,7 @@ def _verbatim(added: list[dict[str, Any]]) -> dict[str, int] | None:
     if any(token.get(flag) for token in added for flag in flags):
         return None
     contents = sorted(token["content"] for token in added)
-    if any(b.startswith(a) for a, b in zip(contents, contents[1:], strict=False)):
+    if any(b.startswith(a) for a, b in pairwise(contents)):
         return None
     return {token["content"]: int(token["id"]) for token in added}
 

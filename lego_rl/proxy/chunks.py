@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lego_rl.proxy.bpe import tiktoken_twin
@@ -51,6 +51,33 @@ PROBE_MORE = (
 decomposed characters (the NFC step), emoji, added tokens."""
 
 
+class SpotCheck:
+    """Keeps a shortcut honest: its result is compared with the exact one on the first
+    ``first`` uses and every ``every``-th after; one disagreement turns it off (``on``), and
+    the exact result is what the caller gets whenever it was computed."""
+
+    def __init__(self, first: int, every: int, uses: str = "uses"):
+        self.first, self.every, self.uses = first, every, uses
+        self.on = True
+        self.lock = threading.Lock()
+        self.counts = {uses: 0, "checks": 0, "mismatches": 0}
+
+    def run(self, fast: list[int], exact: Callable[[], list[int]]) -> list[int]:
+        """``fast`` (the shortcut's ids), or ``exact()`` when a check is due."""
+        with self.lock:
+            self.counts[self.uses] += 1
+            n = self.counts[self.uses]
+        if n > self.first and (self.every <= 0 or n % self.every != 0):
+            return fast
+        reference = exact()
+        with self.lock:
+            self.counts["checks"] += 1
+            if reference != fast:
+                self.counts["mismatches"] += 1
+                self.on = False
+        return reference
+
+
 class Encoder:
     """``tokenizer.encode(text, add_special_tokens=False)`` as a list, by the fastest exact way:
     a tiktoken twin (:mod:`lego_rl.proxy.bpe`) when one exists, else the Rust backend direct.
@@ -61,7 +88,6 @@ class Encoder:
 
     def __init__(self, tokenizer: Any, *, verify_first: int = 8, check_every: int = 256):
         self.tokenizer = tokenizer
-        self.verify_first, self.check_every = verify_first, check_every
         backend = getattr(tokenizer, "backend_tokenizer", None)
         self._backend = backend if hasattr(backend, "encode_batch") else None
         if self._backend is not None and self._direct([PROBE])[0] != self._plain(PROBE):
@@ -71,13 +97,13 @@ class Encoder:
             self._twin(p) != self._reference([p])[0] for p in (PROBE, PROBE_MORE)
         ):
             self._twin = None
-        self.lock = threading.Lock()
-        self.counts = {"twin": 0, "checks": 0, "mismatches": 0}
+        self.check = SpotCheck(verify_first, check_every, uses="twin")
+        self.counts = self.check.counts
 
     @property
     def twin(self) -> bool:
         """Whether texts go through the tiktoken twin."""
-        return self._twin is not None
+        return self._twin is not None and self.check.on
 
     def _plain(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -102,23 +128,11 @@ class Encoder:
         return self._direct(texts) if self._usable() else [self._plain(t) for t in texts]
 
     def _twinned(self, text: str) -> list[int] | None:
-        """The twin's ids, checked when due; None when there is no (longer a) twin."""
+        """The twin's ids (checked when due); None when there is no (longer a) twin."""
         twin = self._twin
-        if twin is None or not self._usable():
+        if twin is None or not self.check.on or not self._usable():
             return None
-        ids = twin(text)
-        with self.lock:
-            self.counts["twin"] += 1
-            n = self.counts["twin"]
-        if n <= self.verify_first or (self.check_every > 0 and n % self.check_every == 0):
-            reference = self._reference([text])[0]
-            with self.lock:
-                self.counts["checks"] += 1
-                if reference != ids:
-                    self.counts["mismatches"] += 1
-                    self._twin = None
-            return reference
-        return ids
+        return self.check.run(twin(text), lambda: self._reference([text])[0])
 
     def encode(self, text: str) -> list[int]:
         if not text:
@@ -128,7 +142,7 @@ class Encoder:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """Several texts (without a twin, in one backend call that tokenizes them in parallel)."""
-        if self._twin is not None:
+        if self.twin:
             return [self.encode(t) for t in texts]
         return self._reference(texts)
 
@@ -161,31 +175,28 @@ class ChunkCache:
         check_every: int = 64,
     ):
         self.encoder, self.min_chars, self.max_chars = encoder, min_chars, max_chars
-        self.verify_first, self.check_every = verify_first, check_every
+        self.check = SpotCheck(verify_first, check_every, uses="texts")
         self.entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         """Cached ids as tuples: the garbage collector skips them (it walks every list)."""
         self.chars = 0
         self.lock = threading.Lock()
-        self.counts = {"texts": 0, "hits": 0, "misses": 0, "checks": 0, "mismatches": 0}
-        self.usable = self._chunked(PROBE) == encoder.encode(PROBE)
+        self.found = {"hits": 0, "misses": 0}
+        self.cut_safe = self._chunked(PROBE) == encoder.encode(PROBE)
+
+    @property
+    def usable(self) -> bool:
+        """Whether text is tokenized piece by piece (the probe agreed, no check disagreed)."""
+        return self.cut_safe and self.check.on
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.check.counts | self.found
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``, exactly as the plain tokenization gives them."""
         if not self.usable or len(text) < 2 * self.min_chars:
             return self.encoder.encode(text)
-        with self.lock:
-            self.counts["texts"] += 1
-            n = self.counts["texts"]
-        ids = self._chunked(text)
-        if n <= self.verify_first or (self.check_every > 0 and n % self.check_every == 0):
-            plain = self.encoder.encode(text)
-            with self.lock:
-                self.counts["checks"] += 1
-                if plain != ids:
-                    self.counts["mismatches"] += 1
-                    self.usable = False
-            return plain
-        return ids
+        return self.check.run(self._chunked(text), lambda: self.encoder.encode(text))
 
     def _chunked(self, text: str) -> list[int]:
         parts = pieces(text, self.min_chars)
@@ -200,8 +211,8 @@ class ChunkCache:
         fresh = iter(self.encoder.encode_many(missing) if missing else [])
         out: list[int] = []
         with self.lock:
-            self.counts["hits"] += len(parts) - len(missing)
-            self.counts["misses"] += len(missing)
+            self.found["hits"] += len(parts) - len(missing)
+            self.found["misses"] += len(missing)
             for part, ids in zip(parts, found, strict=True):
                 if ids is None:
                     ids = next(fresh)
