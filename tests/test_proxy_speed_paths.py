@@ -228,6 +228,39 @@ def test_an_incremental_step_takes_one_render_and_equals_the_full_render():
     assert renderer.counts["mismatches"] == 0
 
 
+def test_new_messages_render_on_their_own_unless_their_kind_needs_the_known_text():
+    tok = qwen3_like()
+    renderer = IncrementalRenderer(tok, None, check_every=1)  # every step checked in full
+    windows: list[int] = []
+    original = renderer._render
+    renderer._render = lambda messages, *a, **k: (windows.append(len(messages)), original(messages, *a, **k))[1]
+    messages = [ChatMessage("system", "sys"), ChatMessage("user", "task")]
+    rendering = None
+
+    def step(added: list[ChatMessage]) -> str:
+        nonlocal rendering, messages
+        messages = messages + added
+        request = ChatRequest(messages=list(messages))
+        windows.clear()
+        text, rendering = renderer.render(request, [rendering])
+        assert text == render_text(tok, request, None)
+        return text
+
+    step([])
+    for i in range(3):
+        step(tool_step(i))
+        assert windows == [2]  # the assistant turn and its tool result, alone
+    # A second tool result sent after the first: Qwen3 joins consecutive results into one
+    # user block, so rendered alone it opens a block of its own; the check catches that once,
+    # then such steps take the window with the known text.
+    extra = [ChatMessage("tool", "late output", tool_call_id="c2")]
+    step(extra)
+    assert renderer.counts["mismatches"] == 1
+    step([*tool_step(3), ChatMessage("tool", "more", tool_call_id="c3")])
+    step([ChatMessage("tool", "again", tool_call_id="c3")])
+    assert windows[0] > 1 and renderer.counts["mismatches"] == 1
+
+
 def test_a_rewritten_history_is_rendered_in_full_not_from_the_cached_block():
     tok = qwen3_like()
     renderer = IncrementalRenderer(tok, None, check_every=0)

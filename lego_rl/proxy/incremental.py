@@ -3,16 +3,19 @@
 A harness re-sends its whole history on every call, so rendering it in full costs time that
 grows with the conversation. When a request's messages extend those of an earlier rendering
 (same tools, the earlier messages equal), its text is that rendering followed by what the new
-messages add. The addition comes from rendering a small window (the last known message and the
-new ones, without system prompt and tools) and cutting off the window's known message.
+messages add. The addition comes first from rendering the new messages on their own; for a kind
+of step where that is not what the full render gives (a template that joins consecutive tool
+results, or renders a message by its position), from a window that also takes the last known
+message(s), cut off again by their known text.
 
-That shortcut assumes the template renders each message from its neighbours only. Templates may
-not (a message can depend on what follows it, or on the whole conversation), so the shortcut is
+Both shortcuts assume the template renders each message from its neighbours only. Templates may
+not (a message can depend on what follows it, or on the whole conversation), so a shortcut is
 checked against the full render once for each kind of step, and again every ``check_every``
-steps. A step's kind is the shapes (role, content/reasoning/tool calls present) of the window's
-messages, the set of shapes already in the conversation, and whether there are a system prompt
-and tools. A kind that ever disagrees is rendered in full from then on; so is a window the
-template rejects or renders inconsistently.
+steps. A step's kind is the shortcut, the shapes (role, content/reasoning/tool calls present) of
+the rendered messages and of the last known one, the set of shapes already in the conversation,
+and whether there are a system prompt and tools. A kind whose new messages do not render on
+their own takes the window; a window kind that ever disagrees is rendered in full from then on,
+and so is a window the template rejects or renders inconsistently.
 """
 
 from __future__ import annotations
@@ -119,20 +122,23 @@ class IncrementalRenderer:
         n = len(known.messages)
         if n == len(messages):  # the same conversation again (a retry)
             return known.text + self.generation_prompt, known
-        added = messages[n:]
-        found = self._from_block(known, messages) or self._window(known, messages)
-        if found is None:
-            return self.full(request)
-        window, head, whole = found
-        kind = (
+        kinds = (
             messages[0].role == "system",
             bool(request.tools),
             known.shapes,
-            tuple(shape(m) for m in window),
+            shape(known.messages[-1]),
         )
-        if self.verdicts.get(kind) is False:
+        alone = ("alone", *kinds, tuple(shape(m) for m in messages[n:]))
+        kind, found = alone, None
+        if self.verdicts.get(alone) is not False:
+            found = self._alone(known, messages)
+        if found is None:  # this kind of step needs the known text before it
+            found = self._from_block(known, messages) or self._window(known, messages)
+            kind = ("window", *kinds, tuple(shape(m) for m in found[0])) if found else alone
+        if found is None or self.verdicts.get(kind) is False:
             return self.full(request)
-        shapes = known.shapes | {shape(m) for m in added}
+        _, head, whole = found
+        shapes = known.shapes | {shape(m) for m in messages[n:]}
         base = known.text + whole[len(head) :]
         text = base + self.generation_prompt
         with self.lock:
@@ -148,6 +154,18 @@ class IncrementalRenderer:
                 return self.full(request)
         block = (n, len(known.text))
         return text, Rendering(list(messages), request.tools, base, shapes, block)
+
+    def _alone(
+        self, known: Rendering, messages: list[ChatMessage]
+    ) -> tuple[list[ChatMessage], str, str] | None:
+        """(window, head, window's render) for the new messages rendered on their own (the
+        cheapest step: right for templates that render a message without its neighbours,
+        which the kind's check decides). None when the template rejects them alone."""
+        added = messages[len(known.messages) :]
+        try:
+            return added, "", self._render(added, [], gen=False)
+        except Exception:  # noqa: BLE001 - the full render reports template errors
+            return None
 
     def _from_block(
         self, known: Rendering, messages: list[ChatMessage]
