@@ -283,6 +283,29 @@ def test_json_out_means_what_the_standard_library_writes():
     assert jsonio.dumps({1: "a"}) == b'{"1":"a"}'
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": [1, -2, 3.5, -0.0, 1e300, true, null], "s": "h\\u00e9llo \xe2\x9c\x93", "a": 2}',
+        b'{"big": 1180591620717411303424, "low": -9223372036854775809, "u64": 18446744073709551615}',
+        b'{"text": "order 12345678901234567890 shipped", "n": 1}',  # a long run inside a string
+        b'{"lone": "\\ud800 surrogate"}',  # orjson refuses it, json keeps it
+        '{"utf16": "text"}'.encode("utf-16"),
+        b'{"inf": 1e400}',
+    ],
+)
+def test_json_in_reads_what_the_standard_library_reads(raw):
+    expected = json.loads(raw)
+    got = jsonio.loads(raw)
+    assert got == expected and repr(got) == repr(expected)  # repr tells 1 from 1.0 and True
+
+
+@pytest.mark.parametrize("raw", [b'{"t": NaN}', b"[Infinity]", b"{not json", b"\xff\xfe\x00"])
+def test_json_in_refuses_what_is_not_json(raw):
+    with pytest.raises(ValueError):
+        jsonio.loads(raw)
+
+
 def test_sessions_that_start_together_render_a_template_for_the_first_time_one_at_a_time():
     import threading
     import time

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
-from lego_rl.proxy import errors
+from lego_rl.proxy import errors, jsonio
 from lego_rl.proxy.errors import ProxyError, openai_error
 from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.pipeline import CallHandler, Reply
@@ -234,7 +233,7 @@ class ProxyServer:
             failure = (413, message, errors.TOO_LARGE)
         else:
             try:
-                body = json.loads(raw, parse_constant=_refuse_constant)
+                body = jsonio.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
                 failure = (
                     400,
@@ -280,11 +279,6 @@ class ProxyServer:
                 }
             ],
         }
-
-
-def _refuse_constant(name: str) -> Any:
-    """NaN and infinities are not JSON (RFC 8259); Python's reader would take them."""
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _route(method: str, path: str) -> tuple[str, str]:
