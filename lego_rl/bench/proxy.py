@@ -14,6 +14,8 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
   also finds the first user message's shared pieces (the reminder) in the chunk cache, so it
   is cheaper than a later turn's delta; ``tokenize_turn100_over_turn2`` compares turn 100 with
   the first incremental turn (the same kind of work: one tool result).
+- ``tokenizer_twin``: texts the tiktoken twin tokenized in the paced run, how many were checked
+  against the tokenizer itself, and disagreements (a disagreement turns the twin off).
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ def _serve_load(
                 server.handler.prefix_cache.misses,
             ),
             "chunks": dict(server.handler.prefix_cache.chunks.counts),
+            "twin": dict(server.handler.prefix_cache.encoder.counts),
             "renders": dict(server.handler.renderer.counts),
             "gc": pauses.summary(),
         }
@@ -386,6 +389,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "extends_share": paced["extends_share"],
         "prefix_cache_hits_misses": list(paced["cache"]),
         "chunk_cache": paced["chunks"],
+        "tokenizer_twin": paced["twin"],
         "renders": paced["renders"],
         "paced_gc": paced["gc"],
     }

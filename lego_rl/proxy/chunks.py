@@ -10,10 +10,11 @@ agreed with the plain call on probe texts; the twin is checked again on real tex
 
 ``ChunkCache`` serves a thread's first call (or a rewritten history), which is tokenized from
 scratch: with Qwen3's backend ~1.4 us a character, ~12 ms for a first user message of
-Claude Code's size (~2 ms through the twin), though most of that text recurs from session to session (the harness's
-reminders, the task all sessions of a group share). The text is cut where a line break is
-followed by a character other than whitespace; a pre-tokenizer of the GPT/Qwen regex kind never
-joins text across such a cut, so the pieces' ids, concatenated, are the ids of the whole. A
+Claude Code's size (the twin: ~0.2 us a character), though most of that text recurs from
+session to session (the harness's reminders, the task all sessions of a group share). The text
+is cut where a line break is followed by a character other than whitespace; a pre-tokenizer of
+the GPT/Qwen regex kind never joins text across such a cut, so the pieces' ids, concatenated,
+are the ids of the whole. A
 tokenizer that does not behave so (e.g. SentencePiece's leading-space marker) is caught: the
 chunked ids are compared with the plain tokenization on a probe text, on the first
 ``verify_first`` real texts and every ``check_every``-th after; one disagreement turns chunking

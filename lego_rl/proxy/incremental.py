@@ -70,7 +70,8 @@ class IncrementalRenderer:
 
     def _render(self, messages: list[ChatMessage], tools: list[dict[str, Any]], gen: bool) -> str:
         if gen:
-            return render_text(self.tokenizer, ChatRequest(messages=messages, tools=tools), self.template)
+            request = ChatRequest(messages=messages, tools=tools)
+            return render_text(self.tokenizer, request, self.template)
         return apply_template(self.tokenizer, messages, tools, self.template, False)
 
     def full(self, request: ChatRequest) -> tuple[str, Rendering | None]:
@@ -122,19 +123,19 @@ class IncrementalRenderer:
         n = len(known.messages)
         if n == len(messages):  # the same conversation again (a retry)
             return known.text + self.generation_prompt, known
-        kinds = (
+        common = (
             messages[0].role == "system",
             bool(request.tools),
             known.shapes,
             shape(known.messages[-1]),
         )
-        alone = ("alone", *kinds, tuple(shape(m) for m in messages[n:]))
+        alone = ("alone", *common, tuple(shape(m) for m in messages[n:]))
         kind, found = alone, None
         if self.verdicts.get(alone) is not False:
             found = self._alone(known, messages)
         if found is None:  # this kind of step needs the known text before it
             found = self._from_block(known, messages) or self._window(known, messages)
-            kind = ("window", *kinds, tuple(shape(m) for m in found[0])) if found else alone
+            kind = ("window", *common, tuple(shape(m) for m in found[0])) if found else alone
         if found is None or self.verdicts.get(kind) is False:
             return self.full(request)
         _, head, whole = found
