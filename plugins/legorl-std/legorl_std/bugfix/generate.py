@@ -172,7 +172,7 @@ def build_task(
         buggy_source=buggy_source,
         fixed_source=fixed_source,
         tests_source=_tests(module, sorted({c[0] for c in cases}), cases, expected),
-        instruction=f"{first}\n\n{hint}\nChange only `{module}.py`.\n",
+        instruction=f"{first}\nChange only `{module}.py`.\n\n{hint}\n",
         line_number=line_number,
         buggy_line=buggy_line,
         fixed_line=fixed_line,
