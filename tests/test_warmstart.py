@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from lego_rl.engine.warmstart import Demonstration, cached, oracle_commands, with_warmstart
+from lego_rl.engine.warmstart import (
+    Demonstration,
+    cached,
+    oracle_commands,
+    warmstart_key,
+    with_warmstart,
+)
 from lego_rl.kinds import Task
-from lego_rl.registry import default_registry
+from lego_rl.registry import BuildContext, default_registry
 from lego_rl.spec.models import ModelSpec, WarmstartSpec
 from lego_rl.spec.resolve import load_and_resolve
 
@@ -26,6 +32,19 @@ def test_oracle_commands_come_from_task_metadata(tmp_path: Path) -> None:
     assert oracle_commands(task({"oracle_commands": ["a", "b"]})) == ["a", "b"]
     assert oracle_commands(task({"oracle_command": "sed -i s/a/b/ f.py"})) == ["sed -i s/a/b/ f.py"]
     assert oracle_commands(task({"difficulty": "easy"})) == []
+
+
+def test_warmstart_key_follows_the_tasks_content(tmp_path: Path) -> None:
+    registry = default_registry()
+    spec = load_and_resolve(REPO / "specs" / "quickstart.yaml", registry, []).spec
+
+    def task(instruction: str, oracle: str = "sed -i s/a/b/ /app/m.py") -> Task:
+        return Task(name="t", path=tmp_path, instruction=instruction, config={"metadata": {"oracle_command": oracle}})
+
+    key = warmstart_key(spec, [task("fix it")])
+    assert key == warmstart_key(spec, [task("fix it")])
+    assert key != warmstart_key(spec, [task("fix it, please")])  # a new generator's text: new weights
+    assert key != warmstart_key(spec, [task("fix it", "sed -i s/a/c/ /app/m.py")])
 
 
 def test_packing_keeps_replies_as_the_only_trained_positions() -> None:
@@ -85,7 +104,8 @@ def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> 
     assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     demos = [json.loads(line) for line in (path / "demos.jsonl").read_text().splitlines()]
     assert all(d["prompt_ids"] and d["completion_ids"] for d in demos)
-    assert cached(resolved.spec, tmp_path) == path
+    tasks = registry.build("tasks", "harbor-dir", resolved.block("tasks").options, BuildContext(spec_dir=tmp_path))
+    assert cached(resolved.spec, tasks.tasks()) == path
     again: list[str] = []
     assert with_warmstart(resolved, registry, spec, log=again.append).spec.model.path == str(path)
     assert again == [f"warm start: reusing {path}"]

@@ -51,24 +51,32 @@ def oracle_commands(task: Task) -> list[str]:
     return [str(c) for c in commands] if isinstance(commands, list) else []
 
 
-def warmstart_key(spec: Spec) -> str:
-    """A hash of what shapes the warm-started weights: model, warm start, tasks, harness, seed."""
+def warmstart_key(spec: Spec, tasks: list[Task]) -> str:
+    """A hash of what shapes the warm-started weights: model, warm start, tasks (their
+    instructions and oracles, so a changed task generator never reuses stale weights), harness,
+    seed."""
     shaping = {
         "model": spec.model.model_dump(mode="json", exclude={"path"}),
         "blocks": {k: getattr(spec, k).model_dump(mode="json") for k in ("tasks", "harness", "dialect", "trainer")},
+        "tasks": [[t.name, t.instruction, oracle_commands(t)] for t in tasks],
         "seed": spec.run.seed,
     }
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def checkpoint_dir(spec: Spec, spec_dir: Path) -> Path:
-    out = spec.run.output_dir if spec.run.output_dir.is_absolute() else spec_dir / spec.run.output_dir
-    return (out / "warmstart" / warmstart_key(spec)).resolve()
+def warmstart_root(spec: Spec) -> Path:
+    """``output_dir/warmstart`` (beside the run directories, resolved as they are): the
+    checkpoints, one per key, and the tasks they were built from."""
+    return (spec.run.output_dir / "warmstart").resolve()
 
 
-def cached(spec: Spec, spec_dir: Path) -> Path | None:
-    """The finished checkpoint of this spec's warm start, if there is one."""
-    path = checkpoint_dir(spec, spec_dir)
+def checkpoint_dir(spec: Spec, tasks: list[Task]) -> Path:
+    return warmstart_root(spec) / warmstart_key(spec, tasks)
+
+
+def cached(spec: Spec, tasks: list[Task]) -> Path | None:
+    """The finished checkpoint of this spec's warm start on these tasks, if there is one."""
+    path = checkpoint_dir(spec, tasks)
     return path if (path / DONE).is_file() else None
 
 
@@ -84,10 +92,13 @@ def warmstart(
     if plan is None:
         raise WarmstartError("the spec has no model.warmstart block")
     spec_dir = spec_path.resolve().parent
-    if (done := cached(spec, spec_dir)) is not None:
+    source = resolved.block("tasks")
+    task_ctx = BuildContext(spec=spec, run_dir=warmstart_root(spec), spec_dir=spec_dir)
+    tasks = registry.build(source.kind, source.block.plugin, source.options, task_ctx).tasks()
+    if (done := cached(spec, tasks)) is not None:
         log(f"warm start: reusing {done}")
         return done
-    target = checkpoint_dir(spec, spec_dir)
+    target = checkpoint_dir(spec, tasks)
     ctx = BuildContext(spec=spec, run_dir=target / "demos", spec_dir=spec_dir)
 
     def build(block_path: str) -> Any:
@@ -100,7 +111,7 @@ def warmstart(
             f"trainer plugin {spec.trainer.plugin!r} has no supervise(); remove model.warmstart "
             "or use a trainer that can warm-start (embedded)"
         )
-    demos, results = record_demonstrations(resolved, registry, ctx, build, plan.demos)
+    demos, results = record_demonstrations(resolved, registry, ctx, build, tasks, plan.demos)
     rewarded = sum(r.reward == 1.0 for r in results)
     log(f"warm start: {rewarded}/{len(results)} oracle trials rewarded, {len(demos)} calls to learn from")
     if not demos:
@@ -119,12 +130,13 @@ def record_demonstrations(
     registry: Registry,
     ctx: BuildContext,
     build: Callable[[str], Any],
+    source_tasks: list[Task],
     count: int,
 ) -> tuple[list[Demonstration], list[TrialResult]]:
-    """Run ``count`` oracle trials (the spec's tasks with oracle commands, cycled) through the
+    """Run ``count`` oracle trials (the tasks with oracle commands, cycled) through the
     harness, ``run.concurrency`` at a time; the calls of the rewarded ones."""
     spec = resolved.spec
-    tasks = [t for t in build("tasks").tasks() if oracle_commands(t)]
+    tasks = [t for t in source_tasks if oracle_commands(t)]
     if not tasks:
         raise WarmstartError(
             "no task of the spec has oracle commands ([metadata] oracle_commands or oracle_command "
