@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from lego_rl.data import Attribution, Termination, TrialResult
-from lego_rl.engine.evaluate import evaluate, summarize
+from lego_rl.engine.evaluate import constant_baseline, evaluate, summarize
 from lego_rl.kinds import Event, Task
 
 
@@ -51,3 +51,18 @@ def test_summary_of_only_broken_trials_has_no_success_figure():
                          attribution=Attribution.INFRASTRUCTURE)  # fmt: skip
     data = summarize([broken], "codex")
     assert data["success"] is None and data["scored"] == 0
+
+
+def test_constant_baseline_is_the_most_common_oracle_share(tmp_path):
+    def task(i: int, fix: str | None) -> Task:
+        meta = {"metadata": {"oracle_command": fix}} if fix else {}
+        return Task(name=f"t-{i}", path=tmp_path, instruction="fix it", config=meta)
+
+    fixes = ["sed -i 's/</<=/' /app/*.py"] * 3 + ["sed -i 's/+/-/' /app/*.py"] * 2 + ["sed -i 's/0/1/' /app/*.py"]
+    assert constant_baseline([task(i, f) for i, f in enumerate(fixes)]) == 3 / 6
+    assert constant_baseline([task(0, fixes[0]), task(1, None)]) is None  # a task without an oracle
+    assert constant_baseline(tasks(tmp_path)) is None
+    events: list[Event] = []
+    data = evaluate(Runner(), [task(0, fixes[0]), task(1, fixes[3])], samples=3, label="before", concurrency=1,
+                    harness="codex", version=0, emit=events.append)  # fmt: skip
+    assert data["constant_baseline"] == 2 / 3  # samples cycle the tasks: t-0, t-1, t-0

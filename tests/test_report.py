@@ -63,7 +63,7 @@ def evaluation(store: RunStore, label: str, version: int, success: float, edit: 
         "terminations": {"completed": 6, "max_turns": 2}, "per_task": {"t": success},
         "behaviour": {"trials": 8, "edit_share": edit, "verified_after_edit": 0.5,
                       "tests_after_change": 0.25, "files_before_edit": 1.5},
-        "seconds": 30.0,
+        "seconds": 30.0, "constant_baseline": 0.375,
     }  # fmt: skip
     store.emit(Event("evaluation", data, T0 + version * 10 + 5))
 
@@ -144,6 +144,8 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "report" / "reward_curve.png").stat().st_size > 20_000
     md = (tmp_path / "run" / "report" / "report.md").read_text()
     assert "reward_curve.png" in md and "| held-out success (before, after) | 0.25 | 0.625 | 0.375 |" in md
+    assert r["heldout"]["before"]["constant_baseline"] == r["heldout_baseline"] == 0.375
+    assert "most common held-out fix would score 0.375" in md
 
 
 def test_a_one_step_run_without_evaluations_still_reports(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from lego_rl.observe.report import SPLIT, read_report, write_report
 
 FIGURES = (
     "reward_first10", "reward_last10", "gain", "heldout_before", "heldout_after",
-    "heldout_gain", "informative_share", "minutes", "run_minutes", *SPLIT,
+    "heldout_gain", "heldout_baseline", "informative_share", "minutes", "run_minutes", *SPLIT,
 )  # fmt: skip
 """Per-seed figures; each is averaged over the seeds that report it. ``minutes`` is the whole
 ``legorl apply`` (set-up, warm start, evaluations, training); ``run_minutes`` the run alone
@@ -37,7 +37,7 @@ FINISHED = re.compile(r"run finished: (.+?)\s*$")
 
 def parse(args: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="legorl bench learn", description=__doc__)
-    p.add_argument("--spec", type=Path, default=Path("specs/learn-bugfix.yaml"))
+    p.add_argument("--spec", type=Path, default=Path("specs/quickstart.yaml"))
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one run each")
     p.add_argument("--name", help="run name prefix (default: the spec's run.name)")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE overrides passed to every run")

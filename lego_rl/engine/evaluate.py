@@ -2,8 +2,9 @@
 
 Each evaluation runs ``samples`` trials (the held-out tasks cycled) through the same runner
 as training (harness, proxy, sandbox, anti-cheat, verifier), ``run.concurrency`` at a time,
-and emits one ``evaluation`` event: success rate, termination reasons, behaviour measures
-and timing. Nothing from these trials is trained on. ``apply`` evaluates before the first
+and emits one ``evaluation`` event: success rate, termination reasons, behaviour measures,
+timing and the constant-answer baseline (what always sending the most common oracle fix would
+score). Nothing from these trials is trained on. ``apply`` evaluates before the first
 step and after the last, so the two numbers compare the policy the run started from with the
 one it ended with.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.trial import TrialRunner
+from lego_rl.engine.warmstart import oracle_commands
 from lego_rl.kinds import Event, Task
 from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
 from lego_rl.spec.models import EvaluateSpec
@@ -55,7 +57,12 @@ def evaluate(
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=group) as pool:
         results = list(pool.map(one, range(samples)))
     data = summarize(results, harness)
-    data.update(label=label, policy_version=version, seconds=time.time() - started)
+    data.update(
+        label=label,
+        policy_version=version,
+        seconds=time.time() - started,
+        constant_baseline=constant_baseline([tasks[i % len(tasks)] for i in range(samples)]),
+    )
     emit(Event("evaluation", data, time.time()))
     return data
 
@@ -74,6 +81,16 @@ def summarize(results: list[TrialResult], harness: str) -> dict[str, Any]:
         "per_task": _per_task(scored),
         "behaviour": step_behaviour(behaviour),
     }
+
+
+def constant_baseline(tasks: list[Task]) -> float | None:
+    """The success of the best constant answer: the share of these samples whose oracle fix is
+    the most common one (None when the tasks have no oracle). A policy that ignores the
+    instruction and always sends that fix scores this; success above it reads the task."""
+    fixes = [tuple(oracle_commands(t)) for t in tasks]
+    if not fixes or not all(fixes):
+        return None
+    return Counter(fixes).most_common(1)[0][1] / len(fixes)
 
 
 def _per_task(results: list[TrialResult]) -> dict[str, float]:

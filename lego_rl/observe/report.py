@@ -34,7 +34,7 @@ SPLIT = (*PARTS, "training_s")
 """The time split's parts, in the order they are shown."""
 HELDOUT_FIELDS = (
     "success", "samples", "scored", "infrastructure_failures", "policy_version", "seconds",
-    "per_task",
+    "per_task", "constant_baseline",
 )  # fmt: skip
 HEADLINE = (
     "reward_first10", "reward_last10", "gain", "heldout_before", "heldout_after",
@@ -94,6 +94,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "heldout_before": heldout_before,
         "heldout_after": heldout_after,
         "heldout_gain": _diff(heldout_after, heldout_before),
+        "heldout_baseline": _number(after.get("constant_baseline", before.get("constant_baseline"))),
         "informative_share": (
             sum(s.get("informative_groups") or 0 for s in steps) / groups if groups else None
         ),
@@ -230,6 +231,7 @@ def markdown(report: dict[str, Any]) -> str:
         _row("held-out success (before, after)", r["heldout_before"], r["heldout_after"],
              r["heldout_gain"]),
         "",
+        *_baseline_line(r.get("heldout_baseline")),
         f"Informative groups (mixed rewards): {fmt(r['informative_share'])} of all groups.",
         "",
         f"Time per step (s): {split}.",
@@ -249,6 +251,13 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     lines += ["", "Terminations: " + ("; ".join(counts) or "none") + "."]
     return "\n".join(lines) + "\n"
+
+
+def _baseline_line(baseline: float | None) -> list[str]:
+    """The held-out constant-answer baseline, when the evaluation knew one."""
+    if baseline is None:
+        return []
+    return [f"Always sending the most common held-out fix would score {fmt(baseline)}.", ""]
 
 
 def split_text(mean: dict[str, float | None]) -> str:
