@@ -22,7 +22,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             *LEGORL,
             "apply",
-            str(ROOT / "specs" / "quickstart.yaml"),
+            str(ROOT / "specs" / "mini-swe-agent-local.yaml"),
             f"run.output_dir={out}",
             "run.name=e2e",
             "run.steps=2",

@@ -268,7 +268,7 @@ def test_draw_rows_equals_drawing_each_row_alone():
 def test_inference_benchmark_smoke(capsys):
     from legorl_embedded.bench_inference import main
 
-    spec = Path(__file__).parents[1] / "specs" / "quickstart.yaml"
+    spec = Path(__file__).parents[1] / "specs" / "mini-swe-agent-local.yaml"
     args = ["--spec", str(spec), "--concurrency", "1,2", "--rounds", "1", "--tokens", "3"]
     figures = main([*args, "--prompt-tokens", "8", "--threads", "1", "--device", "cpu"])
     assert set(figures["tokens_per_s"]) == {"1", "2"} and figures["speedup"]["1"] == 1.0

@@ -140,7 +140,7 @@ class Scenario:
 
 
 def launch(out: Path) -> subprocess.Popen[str]:
-    spec = str(ROOT / "specs" / "quickstart.yaml")
+    spec = str(ROOT / "specs" / "mini-swe-agent-local.yaml")
     return subprocess.Popen(
         [LEGORL, "apply", spec, f"run.output_dir={out}", *OVERRIDES],
         stdout=subprocess.PIPE,

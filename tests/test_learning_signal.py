@@ -1,6 +1,6 @@
 """The learning recipe, shortened: the whole pipeline turns rewards into a policy update.
 
-`legorl apply specs/learn-bugfix.yaml` with a small warm start (one task, fitted closely
+`legorl apply specs/quickstart.yaml` with a small warm start (one task, fitted closely
 enough that the policy solves it about half the time at temperature 1, so groups carry signal),
 two GRPO steps of 8 trials through the real Codex CLI, proxy, sandbox and verifier, and a
 held-out evaluation before and after. Checked: a step trained with a non-zero gradient on
@@ -48,7 +48,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     args = [*SHORT, f"run.output_dir={out}", f"tasks.options.dir={out / 'tasks'}",
             f"evaluate.tasks.options.dir={out / 'tasks'}"]  # fmt: skip
     proc = subprocess.run(
-        [LEGORL, "apply", str(ROOT / "specs" / "learn-bugfix.yaml"), *args],
+        [LEGORL, "apply", str(ROOT / "specs" / "quickstart.yaml"), *args],
         check=False, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

@@ -20,7 +20,7 @@ from lego_rl.registry import BuildContext, default_registry
 from lego_rl.spec.resolve import load_and_resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "specs" / "quickstart.yaml"
+SPEC = ROOT / "specs" / "mini-swe-agent-local.yaml"
 LEGORL = str(Path(sys.executable).parent / "legorl")
 FIX_SQUARE = "sed -i 's/power(2, x)/power(x, 2)/' powers.py"
 TWO = '["fix-square","fix-average"]'

@@ -88,7 +88,7 @@ def test_routing_replay_on_fsdp_is_refused_naming_megatron(tmp_path: Path) -> No
 
 
 def test_quickstart_on_verl_grpo_and_online_filter(tmp_path: Path) -> None:
-    spec = load("quickstart.yaml", *VERL_QUICKSTART, "filter.plugin=group-variance")
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "filter.plugin=group-variance")
     cfg = resolved(verl_config(spec, tmp_path, async_mode="one-step-off"))
     actor = cfg["actor_rollout_ref"]["actor"]
     assert cfg["model_engine"] == "dp" and actor["policy_loss"]["loss_mode"] == "vanilla"
@@ -104,7 +104,7 @@ def test_quickstart_on_verl_grpo_and_online_filter(tmp_path: Path) -> None:
 
 
 def test_ppo_maps_to_rloo_and_dual_clip(tmp_path: Path) -> None:
-    spec = load("quickstart.yaml", *VERL_QUICKSTART, "optimizer.plugin=ppo",
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "optimizer.plugin=ppo",
                 "optimizer.options.dual_clip=4.0", "optimizer.options.tis_cap=null")
     cfg = resolved(verl_config(spec, tmp_path))
     assert cfg["algorithm"]["adv_estimator"] == "rloo"
@@ -113,15 +113,15 @@ def test_ppo_maps_to_rloo_and_dual_clip(tmp_path: Path) -> None:
 
 
 def test_unsupported_combinations_name_the_spec_path(tmp_path: Path) -> None:
-    errors = errors_of(load("quickstart.yaml", "trainer.plugin=verl", "trainer.options={}"), tmp_path)
+    errors = errors_of(load("mini-swe-agent-local.yaml", "trainer.plugin=verl", "trainer.options={}"), tmp_path)
     assert "cannot be driven by verl" in errors["inference.plugin"]  # the embedded hf backend
     assert "pretrained" in errors["model.path"]
-    spec = load("quickstart.yaml", *VERL_QUICKSTART, "inference.options.extra_args=[]")
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "inference.options.extra_args=[]")
     assert "inference.options.extra_args" in errors_of(spec, tmp_path)
 
 
 def test_raw_overrides_apply_and_typos_are_errors(tmp_path: Path) -> None:
-    spec = load("quickstart.yaml", *VERL_QUICKSTART)
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART)
     cfg = resolved(verl_config(spec, tmp_path, overrides={"actor_rollout_ref.actor.ppo_epochs": 2}))
     assert cfg["actor_rollout_ref"]["actor"]["ppo_epochs"] == 2
     errors = errors_of(spec, tmp_path, overrides={"actor_rollout_ref.actor.ppo_epoch": 2})
@@ -256,7 +256,7 @@ def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> No
     from lego_rl.proxy.doubles import tiny_chat_tokenizer
 
     assert _agent_loop_registry["legorl"]["_target_"] == "legorl_verl.agent_loop.LegoRLAgentLoop"
-    spec = load("quickstart.yaml", *VERL_QUICKSTART, "inference.options.enable_routing_replay=true",
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "inference.options.enable_routing_replay=true",
                 "run.max_tokens=32")
     cfg = verl_config(spec, tmp_path, strategy="megatron", prompt_length=64)
     task = Task(name="t1", path=tmp_path, instruction="fix the bug")
