@@ -45,8 +45,8 @@ def tiny(kind: str) -> torch.nn.Module:
     return transformers.Qwen3MoeForCausalLM(config)
 
 
-def backend(kind: str = "moe", max_batch: int = 32) -> HFInference:
-    options = HFInferenceOptions(device="cpu", threads=1)
+def backend(kind: str = "moe", max_batch: int = 32, prefix_cache_mb: int = 256) -> HFInference:
+    options = HFInferenceOptions(device="cpu", threads=1, prefix_cache_mb=prefix_cache_mb)
     return HFInference.from_model(
         tiny(kind), eos=EOS, max_context=256, options=options, seed=0, max_batch=max_batch
     )
@@ -111,6 +111,29 @@ def test_batched_logprobs_and_routing_equal_teacher_forcing(runs):
         assert torch.allclose(torch.tensor(gen.logprobs), expected, atol=1e-4)
         if routers:
             assert gen.prompt_routing + gen.routing == torch.stack(recorded, dim=1).tolist()
+
+
+@pytest.mark.parametrize("kind", ["moe", "dense"])
+def test_a_shared_prefix_is_prefilled_once_and_changes_nothing(kind: str):
+    """Calls sharing a system prompt, then a session's next turn: each prefills only what is new,
+    and samples what a backend without the cache samples, with the same log-probs and routing."""
+    system = list(range(200, 260))
+    sampling = Sampling(max_tokens=10, seed=3)
+    cached, plain = backend(kind), backend(kind, prefix_cache_mb=0)
+    first = [cached.generate(system + [7, 8, 9], sampling), plain.generate(system + [7, 8, 9], sampling)]
+    other = [inf.generate(system + [11, 12], sampling) for inf in (cached, plain)]
+    turn = system + [7, 8, 9] + first[0].completion_ids + [13, 14]
+    second = [inf.generate(turn, sampling) for inf in (cached, plain)]
+    for pair in (first, other, second):
+        assert_same(*pair)
+    stats = cached.batcher.prefixes.stats
+    assert (stats["lookups"], stats["hits"]) == (3, 2)
+    assert stats["reused_tokens"] == len(system) + len(system) + 3  # prompts are kept, not completions
+    assert plain.batcher.prefixes is None
+
+    cached.load_weights(cached.state_dict(), version=1)  # a new policy: nothing is reused
+    assert_same(cached.generate(turn, sampling).model_copy(update={"policy_version": 0}), second[1])
+    assert stats["hits"] == 2 and len(cached.batcher.prefixes) == 1
 
 
 def test_max_batch_1_decodes_one_call_at_a_time():

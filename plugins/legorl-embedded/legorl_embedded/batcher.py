@@ -1,7 +1,9 @@
 """Continuous batching for the ``hf`` backend: concurrent ``generate()`` calls share one decode loop.
 
 A worker thread owns the model while requests are in flight. A new request is prefilled
-alone, exactly as an unbatched call would be, draws its first token and joins the running
+alone, exactly as an unbatched call would be (after the longest prefix it shares with a
+recently prefilled prompt of the same policy version, whose keys and values are reused:
+:mod:`~legorl_embedded.prefix_cache`), draws its first token and joins the running
 batch at the next step: its KV cache is left-padded to the batch's width and stacked under
 the others', with an attention mask that hides the padding and explicit position ids, so
 every row computes what it would compute alone. Each step feeds every row its last token,
@@ -29,6 +31,7 @@ from transformers.cache_utils import DynamicLayer
 
 from lego_rl.data import Generation, Sampling
 from legorl_embedded.model import mask_unused_vocab
+from legorl_embedded.prefix_cache import Prefilled, PrefixCache
 from legorl_embedded.routing import RoutingRecorder, as_routing
 from legorl_embedded.sampling import draw_rows
 
@@ -104,6 +107,7 @@ class Batcher:
         version: Callable[[], int],
         rng_lock: threading.Lock,
         max_batch: int = 32,
+        prefix_cache_mb: int = 0,
     ) -> None:
         self.model, self.recorder, self.vocab = model, recorder, vocab
         self._version, self._rng_lock = version, rng_lock
@@ -111,6 +115,8 @@ class Batcher:
         # Only plain full-attention caches can be padded and stacked; others decode one at a time.
         stackable = bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
         self.max_batch = max_batch if stackable else 1
+        self.prefixes = PrefixCache(prefix_cache_mb << 20) if stackable and prefix_cache_mb > 0 else None
+        """Recent prompts' keys and values (plain full-attention caches only; None: off)."""
         self.device = next(model.parameters()).device
         self._cond = threading.Condition()
         self._waiting: list[Request] = []
@@ -204,11 +210,26 @@ class Batcher:
         return joining
 
     def _admit(self, request: Request) -> None:
-        """Prefill alone, draw the first token, join the batch (unless already done)."""
-        ids = torch.tensor([request.prompt], dtype=torch.long, device=self.device)
+        """Prefill alone (after the longest prefix a recent prompt shares, if any), draw the
+        first token, join the batch (unless already done)."""
+        prompt = torch.tensor(request.prompt, dtype=torch.long)
+        shared, known = self.prefixes.longest(prompt, request.version) if self.prefixes is not None else (0, None)
+        past = None
+        if known is not None:
+            past = DynamicCache(config=self.model.config)
+            for layer, (keys, values) in enumerate(known.layers):
+                past.update(keys[:, :, :shared], values[:, :, :shared], layer)
         with self.recorder as recorder:
-            out = self.model.base_model(input_ids=ids, use_cache=True)
-            request.prompt_routing = recorder.pop()
+            out = self.model.base_model(
+                input_ids=prompt[None, shared:].to(self.device), past_key_values=past, use_cache=True
+            )
+            routed = recorder.pop()
+        if known is not None and known.routing is not None and routed is not None:
+            routed = torch.cat([known.routing[:shared], routed])
+        request.prompt_routing = routed
+        if self.prefixes is not None:
+            layers = tuple((layer.keys, layer.values) for layer in out.past_key_values.layers)
+            self.prefixes.add(Prefilled(prompt, layers, routed), request.version)
         request.length = len(request.prompt)
         self._sample([request], out.last_hidden_state[:, -1])
         if not self._settled(request):

@@ -121,6 +121,7 @@ class HFInference:
                     version=lambda: self.policy_version,
                     rng_lock=self._rng_lock,
                     max_batch=self.max_batch,
+                    prefix_cache_mb=self.options.prefix_cache_mb,
                 )
             return self._batcher
 

@@ -28,6 +28,12 @@ class HFInferenceOptions(BaseModel):
     max_batch: int = Field(
         default=32, ge=1, description="Most concurrent calls decoded together in one batch (1: one at a time)."
     )
+    prefix_cache_mb: int = Field(
+        default=256,
+        ge=0,
+        description="Keys and values of recent prompts kept to skip re-prefilling a shared prefix "
+        "(the harness's system prompt and tools, a session's earlier turns); 0: off.",
+    )
 
 
 class GRPOOptions(BaseModel):
