@@ -30,8 +30,8 @@ class BugfixOptions(BaseModel):
     levels: list[Literal[1, 2, 3]] = Field(
         default_factory=lambda: list(LEVELS),
         min_length=1,
-        description="Difficulty levels, cycled over the tasks: 1 names the wrong token, 2 says what "
-        "the function should return, 3 gives only a failing example.",
+        description="Difficulty levels, cycled over the tasks: 1 names the wrong token and the sed that "
+        "fixes it, 2 says what the function should return, 3 gives only a failing example.",
     )
     kinds: list[BugKind] = Field(
         default_factory=lambda: list(BUG_KINDS), min_length=1, description="Bug kinds, cycled over the tasks."

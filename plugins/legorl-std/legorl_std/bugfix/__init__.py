@@ -2,8 +2,9 @@
 
 Each task is a tiny module (one or two functions) with exactly one injected bug of a kind
 (wrong operator, off-by-one, wrong constant, swapped arguments, wrong comparison, wrong
-return variable) at level 1 (the instruction names the wrong token), 2 (it says what the
-function should return) or 3 (only a failing example). Tasks are deterministic in
+return variable) at level 1 (the instruction names the wrong token and, last, the one `sed`
+command that fixes it), 2 (it says what the function should return) or 3 (only a failing
+example). Tasks are deterministic in
 (seed, split, index); the held-out split draws from identifiers disjoint from train's.
 """
 

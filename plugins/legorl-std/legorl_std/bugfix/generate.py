@@ -140,21 +140,22 @@ def build_task(
     short = [i for i in failing if len(repr(expected[i])) + len(repr(_outcome(broken, *cases[i]))) <= 16]
     example = rng.choice(short or failing)  # short values read better in an instruction
     bad, good = _token_diff(buggy_line, fixed_line)
-    oracle = next(
-        (oracle_command(old, new) for old, new in ((bad, good), (buggy_line, fixed_line))
+    expression = next(
+        (sed_expression(old, new) for old, new in ((bad, good), (buggy_line, fixed_line))
          if _apply_sed(buggy_source, old, new) == fixed_source),
         None,
     )  # fmt: skip
-    if oracle is None:
+    if expression is None:
         raise GeneratorError(f"template {template.doc!r}, bug {bug}: the oracle sed is ambiguous")
 
+    oracle = oracle_command(expression)
     fn, args = cases[example]
     call = f"{fn}({', '.join(map(repr, args))})"
     got = _outcome(broken, fn, args)
     wrong = f"raises `{got[1]}`" if isinstance(got, tuple) and got[:1] == ("raises",) else f"returns `{got!r}`"
     first = f"In `/app/{module}.py`, `{call}` {wrong} instead of `{expected[example]!r}`."
     if level == 1:
-        hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`."
+        hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`; `{oracle}` fixes it."
     elif level == 2:
         purpose = template.function(bug.call).purpose.format(**names)
         hint = f"Fix `{function}` so that it returns {purpose}."
@@ -180,15 +181,18 @@ def build_task(
     )
 
 
-def oracle_command(old: str, new: str) -> str:
-    """One shell command that fixes the bug: a sed replacing ``old`` by ``new`` (the first
-    match on each line) in ``/app/*.py``, the task's only module. The oracle is the shortest
-    that fixes the module: the wrong token alone where that is unambiguous, else the whole
-    buggy line; naming the module by the glob keeps identifiers out of it where they can be,
-    so a demonstration teaches the edit, not a file name."""
+def sed_expression(old: str, new: str) -> str:
+    """The sed expression replacing ``old`` by ``new`` (the first match on each line)."""
     pattern = re.sub(r"([\\/.*\[\]^$])", r"\\\1", old)
     replacement = re.sub(r"([\\/&])", r"\\\1", new)
-    expression = f"s/{pattern}/{replacement}/"
+    return f"s/{pattern}/{replacement}/"
+
+
+def oracle_command(expression: str) -> str:
+    """One shell command that fixes the bug: ``sed -i EXPRESSION /app/*.py`` (the task's only
+    module). The expression replaces the wrong token alone where that is unambiguous, else the
+    whole buggy line; naming the module by the glob keeps identifiers out of it where they can
+    be, so a demonstration teaches the edit, not a file name."""
     quoted = f"'{expression}'" if "'" not in expression else shlex.quote(expression)  # one form to learn
     return f"sed -i {quoted} /app/*.py"
 
