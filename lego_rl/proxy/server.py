@@ -234,7 +234,7 @@ class ProxyServer:
         else:
             try:
                 body = jsonio.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 failure = (
                     400,
                     f"request body is not valid JSON: {exc}",
