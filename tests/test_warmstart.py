@@ -12,7 +12,9 @@ import torch
 
 from lego_rl.engine.warmstart import (
     Demonstration,
+    WarmstartError,
     cached,
+    demonstration_tasks,
     oracle_commands,
     warmstart_key,
     with_warmstart,
@@ -45,6 +47,21 @@ def test_warmstart_key_follows_the_tasks_content(tmp_path: Path) -> None:
     assert key == warmstart_key(spec, [task("fix it")])
     assert key != warmstart_key(spec, [task("fix it, please")])  # a new generator's text: new weights
     assert key != warmstart_key(spec, [task("fix it", "sed -i s/a/c/ /app/m.py")])
+
+
+def test_demonstrations_can_come_from_other_tasks_than_rl(tmp_path: Path) -> None:
+    registry = default_registry()
+    spec = REPO / "specs" / "quickstart.yaml"
+    ctx = BuildContext(run_dir=tmp_path, spec_dir=spec.parent)
+    plain = load_and_resolve(spec, registry, ["model.warmstart.task_options={}"])
+    other = load_and_resolve(spec, registry, ["model.warmstart.task_options={seed: 7}"])
+    rl = {t.instruction for t in registry.build("tasks", "bugfix", plain.block("tasks").options, ctx).tasks()}
+    assert {t.instruction for t in demonstration_tasks(plain, registry, ctx)} == rl
+    demos = {t.instruction for t in demonstration_tasks(other, registry, ctx)}
+    assert len(demos & rl) < len(rl) // 4  # another draw: mostly other tasks
+    bad = load_and_resolve(spec, registry, ["model.warmstart.task_options={seed: nope}"])
+    with pytest.raises(WarmstartError, match="model.warmstart.task_options"):
+        demonstration_tasks(bad, registry, ctx)
 
 
 def test_packing_keeps_replies_as_the_only_trained_positions() -> None:

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from lego_rl.data import Termination, TrialResult
 from lego_rl.engine.scripted import scripted_trial
 from lego_rl.kinds import Task
@@ -92,9 +94,8 @@ def warmstart(
     if plan is None:
         raise WarmstartError("the spec has no model.warmstart block")
     spec_dir = spec_path.resolve().parent
-    source = resolved.block("tasks")
     task_ctx = BuildContext(spec=spec, run_dir=warmstart_root(spec), spec_dir=spec_dir)
-    tasks = registry.build(source.kind, source.block.plugin, source.options, task_ctx).tasks()
+    tasks = demonstration_tasks(resolved, registry, task_ctx)
     if (done := cached(spec, tasks)) is not None:
         log(f"warm start: reusing {done}")
         return done
@@ -123,6 +124,21 @@ def warmstart(
     summary = {"demos": len(demos), "trials": len(results), "rewarded": rewarded, **metrics}
     (target / DONE).write_text(json.dumps(summary, indent=2) + "\n")
     return target
+
+
+def demonstration_tasks(resolved: Resolved, registry: Registry, ctx: BuildContext) -> list[Task]:
+    """The tasks the warm start demonstrates: the spec's task source, with
+    ``model.warmstart.task_options`` merged over its options (e.g. another seed, so that RL
+    trains on tasks the warm start never saw)."""
+    plan = resolved.spec.model.warmstart
+    source = resolved.block("tasks")
+    options = {**source.block.options, **(plan.task_options if plan else {})}
+    try:
+        return registry.build(source.kind, source.block.plugin, options, ctx).tasks()
+    except ValidationError as exc:
+        raise WarmstartError(
+            f"model.warmstart.task_options: {source.block.plugin!r} refuses the merged options: {exc}"
+        ) from exc
 
 
 def record_demonstrations(

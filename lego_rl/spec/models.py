@@ -33,6 +33,11 @@ class WarmstartSpec(Strict):
     epochs: int = Field(default=3, ge=1, description="Passes over the recorded demonstrations.")
     lr: float = Field(default=1e-3, gt=0, description="AdamW learning rate of the supervised pass.")
     batch_tokens: int = Field(default=16384, ge=1, description="Padded tokens per optimizer step.")
+    task_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options merged over tasks.options for the demonstrations only (e.g. {seed: 1}: "
+        "RL then trains on tasks the warm start never saw).",
+    )
 
 
 class ModelSpec(Strict):
