@@ -36,7 +36,8 @@ SHORT = [
     "run.name=signal", "run.steps=2", "run.tasks_per_step=1", "run.group_size=8", "run.concurrency=8",
     "model.config.hidden_size=64", "model.config.head_dim=16", "model.config.moe_intermediate_size=64",
     "model.warmstart.demos=1", "model.warmstart.epochs=60", "model.warmstart.lr=5.0e-3",
-    "model.warmstart.batch_tokens=4096", "tasks.options.count=1", "filter.plugin=none",
+    "model.warmstart.batch_tokens=4096", "model.warmstart.task_options={}", "tasks.options.count=1",
+    "filter.plugin=none",
     "evaluate.samples=4", "evaluate.tasks.options.count=4",
     "trainer.options.lr=3.0e-4", "trainer.options.checkpoint=every",
 ]  # fmt: skip
