@@ -65,6 +65,15 @@ class Task(BaseModel):
     def verifier_timeout(self) -> float:
         return float(self.config.get("verifier", {}).get("timeout_sec", 600.0))
 
+    @property
+    def oracle_commands(self) -> list[str]:
+        """The oracle as shell commands: ``[metadata] oracle_commands`` (a list) or
+        ``oracle_command`` (one); [] if it has neither (the warm start's demonstrations and
+        evaluation's constant-answer baseline read it)."""
+        metadata = self.config.get("metadata", {})
+        commands = metadata.get("oracle_commands", [metadata["oracle_command"]] if "oracle_command" in metadata else [])
+        return [str(c) for c in commands] if isinstance(commands, list) else []
+
 
 @dataclass
 class ExecResult:

@@ -15,7 +15,6 @@ from lego_rl.engine.warmstart import (
     WarmstartError,
     cached,
     demonstration_tasks,
-    oracle_commands,
     warmstart_key,
     with_warmstart,
 )
@@ -31,9 +30,9 @@ def test_oracle_commands_come_from_task_metadata(tmp_path: Path) -> None:
     def task(metadata: dict) -> Task:
         return Task(name="t", path=tmp_path, instruction="x", config={"metadata": metadata})
 
-    assert oracle_commands(task({"oracle_commands": ["a", "b"]})) == ["a", "b"]
-    assert oracle_commands(task({"oracle_command": "sed -i s/a/b/ f.py"})) == ["sed -i s/a/b/ f.py"]
-    assert oracle_commands(task({"difficulty": "easy"})) == []
+    assert task({"oracle_commands": ["a", "b"]}).oracle_commands == ["a", "b"]
+    assert task({"oracle_command": "sed -i s/a/b/ f.py"}).oracle_commands == ["sed -i s/a/b/ f.py"]
+    assert task({"difficulty": "easy"}).oracle_commands == []
 
 
 def test_warmstart_key_follows_the_tasks_content(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.trial import TrialRunner
-from lego_rl.engine.warmstart import oracle_commands
 from lego_rl.kinds import Event, Task
 from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
 from lego_rl.spec.models import EvaluateSpec
@@ -87,7 +86,7 @@ def constant_baseline(tasks: list[Task]) -> float | None:
     """The success of the best constant answer: the share of these samples whose oracle fix is
     the most common one (None when the tasks have no oracle). A policy that ignores the
     instruction and always sends that fix scores this; success above it reads the task."""
-    fixes = [tuple(oracle_commands(t)) for t in tasks]
+    fixes = [tuple(t.oracle_commands) for t in tasks]
     if not fixes or not all(fixes):
         return None
     return Counter(fixes).most_common(1)[0][1] / len(fixes)

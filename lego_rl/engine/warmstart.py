@@ -45,14 +45,6 @@ class Demonstration:
     completion_ids: list[int]
 
 
-def oracle_commands(task: Task) -> list[str]:
-    """The task's oracle as shell commands: ``[metadata] oracle_commands`` (a list) or
-    ``oracle_command`` (one); [] if it has neither."""
-    metadata = task.config.get("metadata", {})
-    commands = metadata.get("oracle_commands", [metadata["oracle_command"]] if "oracle_command" in metadata else [])
-    return [str(c) for c in commands] if isinstance(commands, list) else []
-
-
 def warmstart_key(spec: Spec, tasks: list[Task]) -> str:
     """A hash of what shapes the warm-started weights: model, warm start, tasks (their
     instructions and oracles, so a changed task generator never reuses stale weights), harness,
@@ -60,7 +52,7 @@ def warmstart_key(spec: Spec, tasks: list[Task]) -> str:
     shaping = {
         "model": spec.model.model_dump(mode="json", exclude={"path"}),
         "blocks": {k: getattr(spec, k).model_dump(mode="json") for k in ("tasks", "harness", "dialect", "trainer")},
-        "tasks": [[t.name, t.instruction, oracle_commands(t)] for t in tasks],
+        "tasks": [[t.name, t.instruction, t.oracle_commands] for t in tasks],
         "seed": spec.run.seed,
     }
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
@@ -152,7 +144,7 @@ def record_demonstrations(
     """Run ``count`` oracle trials (the tasks with oracle commands, cycled) through the
     harness, ``run.concurrency`` at a time; the calls of the rewarded ones."""
     spec = resolved.spec
-    tasks = [t for t in source_tasks if oracle_commands(t)]
+    tasks = [t for t in source_tasks if t.oracle_commands]
     if not tasks:
         raise WarmstartError(
             "no task of the spec has oracle commands ([metadata] oracle_commands or oracle_command "
@@ -167,7 +159,7 @@ def record_demonstrations(
 
     def one(index: int) -> tuple[TrialResult, list[Demonstration]]:
         task = tasks[index % len(tasks)]
-        turns = harness.conformance_script(oracle_commands(task))
+        turns = harness.conformance_script(task.oracle_commands)
         inference = registry.build("inference", "scripted", {"turns": turns}, ctx)
         result, calls = scripted_trial(
             harness=harness, sandbox=sandbox, verifier=verifier, inference=inference,
