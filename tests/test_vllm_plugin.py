@@ -7,6 +7,7 @@ that model produces when called directly.
 
 from __future__ import annotations
 
+import json
 import math
 import stat
 import sys
@@ -264,6 +265,16 @@ def test_preflight_names_a_missing_binary_and_an_unreachable_server() -> None:
         VLLMInference(
             TINY, VLLMOptions(url=dead, weight_sync="none", stream=False)
         ).generate([1, 2], Sampling(max_tokens=1))
+
+
+def test_preflight_rejects_a_restricted_output_vocabulary(tmp_path) -> None:
+    options = VLLMOptions(executable="no-such-vllm-binary")
+    restricted = TINY.model_copy(update={"config": {"output_vocab": 8192}})
+    assert any("output_vocab" in p.message for p in VLLMInference(restricted, options).preflight())
+    (tmp_path / "config.json").write_text(json.dumps({"output_vocab": 8192}))
+    saved = TINY.model_copy(update={"path": str(tmp_path)})
+    assert any("output_vocab" in p.message for p in VLLMInference(saved, options).preflight())
+    assert not any("output_vocab" in p.message for p in VLLMInference(TINY, options).preflight())
 
 
 def test_plugin_registers_and_builds_from_a_spec(tmp_path) -> None:

@@ -30,7 +30,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from lego_rl.data import Generation, Sampling
-from legorl_embedded.model import mask_unused_vocab
+from legorl_embedded.output_vocab import OutputVocab
 from legorl_embedded.prefix_cache import Prefilled, PrefixCache
 from legorl_embedded.routing import RoutingRecorder, as_routing
 from legorl_embedded.sampling import draw_rows
@@ -103,7 +103,7 @@ class Batcher:
         model: Any,
         recorder: RoutingRecorder,
         *,
-        vocab: int,
+        vocab: OutputVocab,
         version: Callable[[], int],
         rng_lock: threading.Lock,
         max_batch: int = 32,
@@ -277,12 +277,12 @@ class Batcher:
 
     def _sample(self, requests: list[Request], hidden: torch.Tensor) -> None:
         """Draw the next token of each request from its row of ``hidden`` (last hidden states)."""
-        logits = self.model.get_output_embeddings()(hidden).float().cpu()
-        logits = mask_unused_vocab(logits, self.vocab)
+        logits = self.vocab.logits(self.model, hidden).cpu()
         with self._rng_lock:
-            tokens, logprobs = draw_rows(
+            rows, logprobs = draw_rows(
                 logits, [r.sampling for r in requests], [r.generator for r in requests]
             )
+        tokens = self.vocab.token_ids(torch.tensor(rows)).tolist()
         for request, token, logprob in zip(requests, tokens, logprobs, strict=True):
             request.accept(token, logprob)
 

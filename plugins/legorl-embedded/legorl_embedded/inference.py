@@ -23,9 +23,10 @@ from legorl_embedded.batcher import Batcher, Request
 from legorl_embedded.model import ARCHITECTURES, build_model
 from legorl_embedded.model_spec import TEMPLATE_NAMES, resolve_model_paths
 from legorl_embedded.options import HFInferenceOptions
+from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.routing import RoutingRecorder
 from legorl_embedded.sampling import draw, draw_rows, sampling_logprobs
-from legorl_embedded.tokenizer import load_tokenizer, vocab_size
+from legorl_embedded.tokenizer import load_tokenizer
 
 __all__ = ["HFInference", "HFInferenceOptions", "draw", "draw_rows", "factory", "sampling_logprobs"]
 
@@ -52,7 +53,7 @@ class HFInference:
         self._rng_lock = threading.Lock()
         self._model: Any = None
         self._batcher: Batcher | None = None
-        self._vocab = 0
+        self._vocab = OutputVocab(0)
         self._eos = -1
         self._generator = torch.Generator().manual_seed(seed)
 
@@ -70,7 +71,7 @@ class HFInference:
         """A backend over an already-built model (cast to ``options.dtype``), without a
         tokenizer: for benchmarks and tests that bring their own token ids."""
         backend = cls(ModelSpec(name="given", max_context=max_context), options, seed, max_batch)
-        backend._vocab, backend._eos = model.config.vocab_size, eos
+        backend._vocab, backend._eos = OutputVocab.of(model.config, model.config.vocab_size), eos
         backend._model = model.to(device=backend.device, dtype=DTYPES[backend.options.dtype]).eval()
         return backend
 
@@ -104,8 +105,8 @@ class HFInference:
         if self.options.threads:
             torch.set_num_threads(self.options.threads)
         tokenizer = self.tokenizer
-        self._vocab, self._eos = vocab_size(tokenizer), tokenizer.eos_token_id
         built = build_model(self.spec, tokenizer, seed=self.seed)
+        self._vocab, self._eos = model_output_vocab(built, tokenizer), tokenizer.eos_token_id
         self._model = built.to(device=self.device, dtype=DTYPES[self.options.dtype]).eval()
 
     @property

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from legorl_embedded.output_vocab import OutputVocab
 from legorl_embedded.prefix import hidden_states, shared_prefix_length
 
 
@@ -25,7 +26,7 @@ def token_logprobs(
     *,
     where: Tensor | None = None,
     temperature: float = 1.0,
-    vocab: int | None = None,
+    vocab: OutputVocab | int | None = None,
     chunk_tokens: int = 512,
     share_prefix: bool = False,
     same_routing: Tensor | None = None,
@@ -37,7 +38,8 @@ def token_logprobs(
     ``where`` (``[B, T]``, bool) limits the positions computed (default: every attended
     position after the first). Logits are divided by ``temperature`` first, so the result is
     the log-prob under the distribution the inference backend sampled from. ``vocab`` keeps
-    only the first output ids (as inference does when the head is wider than the tokenizer).
+    only the ids the model emits (an :class:`OutputVocab`, as inference uses; an int: the
+    first ids, for a head wider than the tokenizer); a token outside gets -inf.
     ``share_prefix`` computes the rows' common leading tokens once (see
     :mod:`legorl_embedded.prefix`; ``same_routing`` and ``on_pass`` are its routing hooks).
     """
@@ -51,15 +53,18 @@ def token_logprobs(
     prefix = shared_prefix_length(ids, attention_mask, source, same_routing) if share_prefix else 0
     hidden = hidden_states(model, ids, attention_mask, prefix, on_pass)
     head = model.get_output_embeddings()
-    bias = None if head.bias is None else head.bias[:vocab]
+    if not isinstance(vocab, OutputVocab):
+        vocab = OutputVocab(head.weight.shape[0] if vocab is None else vocab)
+    weight, bias = vocab.head(head.weight, head.bias)
     picked = _HeadLogprobs.apply(
-        hidden[source], head.weight[:vocab], bias, ids[wanted], temperature, chunk_tokens
+        hidden[source], weight, bias, vocab.row_of(ids[wanted]), temperature, chunk_tokens
     )
     return out.masked_scatter(wanted, picked)
 
 
 class _HeadLogprobs(torch.autograd.Function):
-    """log_softmax(states @ weight.T + bias)[target] / temperature, chunked both ways."""
+    """log_softmax(states @ weight.T + bias)[target] / temperature, chunked both ways; a
+    target of -1 (a token the head cannot emit) gets -inf and no gradient."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -73,17 +78,20 @@ class _HeadLogprobs(torch.autograd.Function):
     ) -> Tensor:
         out = torch.empty(targets.shape, dtype=torch.float32, device=states.device)
         lse = torch.empty_like(out)
+        outside = targets < 0
+        targets = targets.clamp_min(0)
         for s in range(0, targets.numel(), chunk):
             logits = _logits(states[s : s + chunk], weight, bias, temperature)
             lse[s : s + chunk] = torch.logsumexp(logits, dim=-1)
             out[s : s + chunk] = logits.gather(-1, targets[s : s + chunk, None]).squeeze(-1)
-        ctx.save_for_backward(states, weight, bias, targets, lse)
+        ctx.save_for_backward(states, weight, bias, targets, lse, outside)
         ctx.temperature, ctx.chunk = temperature, chunk
-        return out - lse
+        return (out - lse).masked_fill(outside, float("-inf"))
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
-        states, weight, bias, targets, lse = ctx.saved_tensors
+        states, weight, bias, targets, lse, outside = ctx.saved_tensors
+        grad = grad.masked_fill(outside, 0.0)
         grad_states = torch.zeros_like(states)
         grad_weight = torch.zeros_like(weight, dtype=torch.float32)
         grad_bias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)

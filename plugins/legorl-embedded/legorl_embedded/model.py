@@ -117,15 +117,3 @@ def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
     tokenizer.save_pretrained(str(target))
     return target
 
-
-def mask_unused_vocab(logits: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Logits with ids >= vocab (output rows the tokenizer cannot decode) set to -inf.
-
-    Sampling and scoring must both apply it for log-probs to agree; models built here have
-    exactly ``len(tokenizer)`` outputs, so it is a no-op for them.
-    """
-    if logits.shape[-1] <= vocab:
-        return logits
-    masked = logits.clone()
-    masked[..., vocab:] = float("-inf")
-    return masked

@@ -24,9 +24,9 @@ from legorl_embedded.inference import HFInference
 from legorl_embedded.inference import factory as hf_factory
 from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.options import HFInferenceOptions
+from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.routing import RoutingRecorder, as_routing
 from legorl_embedded.scripted_options import ScriptedInferenceOptions, ScriptTurn
-from legorl_embedded.tokenizer import vocab_size
 
 
 def render_turn(turn: ScriptTurn) -> str:
@@ -47,7 +47,7 @@ class ScriptedInference:
         self.policy = policy
         self.calls = 0
         self._lock = threading.Lock()
-        self._vocab: int | None = None
+        self._vocab: OutputVocab | None = None
 
     @property
     def tokenizer(self) -> Any:
@@ -98,7 +98,7 @@ class ScriptedInference:
         """Log-probs of ``completion`` after ``prompt``, and the routing of every position."""
         model = self.policy.model
         if self._vocab is None:
-            self._vocab = vocab_size(self.tokenizer)
+            self._vocab = model_output_vocab(model, self.tokenizer)
         ids = torch.tensor([prompt + completion], dtype=torch.long, device=self.policy.device)
         where = torch.zeros_like(ids, dtype=torch.bool)
         where[0, len(prompt) :] = True

@@ -18,6 +18,7 @@ import torch
 
 from lego_rl.spec.models import ModelSpec, WarmstartSpec
 from legorl_embedded.logprobs import token_logprobs
+from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """(ids, attention mask, reply mask), each ``[B, T]``."""
@@ -59,7 +60,7 @@ def supervise_model(
     demos: Sequence[Any],
     plan: WarmstartSpec,
     *,
-    vocab: int,
+    vocab: OutputVocab | int,
     seed: int,
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
@@ -96,6 +97,18 @@ def supervise_model(
     }
 
 
+def cover_replies(model: torch.nn.Module, demos: Sequence[Any]) -> None:
+    """With a restricted output vocabulary (``model.config.output_vocab``), add every reply
+    token of the demonstrations to ``output_vocab_extra``, so the policy can emit the
+    replies as they were tokenized (see :mod:`legorl_embedded.output_vocab`)."""
+    config = model.config
+    if getattr(config, "output_vocab", None) is None:
+        return
+    extra = set(getattr(config, "output_vocab_extra", None) or [])
+    extra |= {i for d in demos for i in d.completion_ids if i >= config.output_vocab}
+    config.output_vocab_extra = sorted(extra)
+
+
 def supervise(
     model_spec: ModelSpec,
     demos: Sequence[Any],
@@ -108,12 +121,14 @@ def supervise(
 ) -> dict[str, float]:
     """Build the policy as a run would, fit it to the demonstrations, save it to ``target``."""
     from legorl_embedded.model import build_model, save_checkpoint
-    from legorl_embedded.tokenizer import load_tokenizer, vocab_size
+    from legorl_embedded.tokenizer import load_tokenizer
 
     if threads:
         torch.set_num_threads(threads)
     tokenizer = load_tokenizer(model_spec.tokenizer, model_spec.chat_template)
     model = build_model(model_spec, tokenizer, seed).float()
-    metrics = supervise_model(model, demos, plan, vocab=vocab_size(tokenizer), seed=seed, log=log)
+    cover_replies(model, demos)
+    vocab = model_output_vocab(model, tokenizer)
+    metrics = supervise_model(model, demos, plan, vocab=vocab, seed=seed, log=log)
     save_checkpoint(model, tokenizer, target)
     return metrics

@@ -30,10 +30,10 @@ from legorl_embedded.consistency import Consistency
 from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.model_spec import resolve_model_paths
 from legorl_embedded.options import EmbeddedTrainerOptions
+from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.replay import RoutingReplay, routing_table
 from legorl_embedded.resume import TrainerState, last_state_dir, load_state, save_state
 from legorl_embedded.routing import find_routers
-from legorl_embedded.tokenizer import vocab_size
 
 
 @dataclass
@@ -45,8 +45,8 @@ class Scoring:
     """
 
     temperature: float
-    vocab: int
-    """Output ids the tokenizer knows; wider heads are cut to it, as inference does."""
+    vocab: OutputVocab
+    """The ids the model emits, as inference samples them."""
     reference: nn.Module | None
     """Frozen initial policy, when the objective has a KL penalty."""
     device: torch.device
@@ -156,7 +156,7 @@ class EmbeddedTrainer:
         routers = find_routers(model)
         scoring = Scoring(
             temperature=ctx.spec.run.temperature or 1.0,  # 0 is greedy: no distribution to match
-            vocab=vocab_size(tokenizer),
+            vocab=model_output_vocab(model, tokenizer),
             reference=_frozen_copy(model)
             if getattr(ctx.optimizer, "needs_reference", False)
             else None,

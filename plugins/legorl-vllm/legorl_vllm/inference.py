@@ -13,6 +13,7 @@ by :meth:`VLLMInference.close`. Weight updates: :mod:`legorl_vllm.weights`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import threading
@@ -241,6 +242,16 @@ class VLLMInference:
                     fix="download the checkpoint and point model.path at it, or set weight_sync: none",
                 )
             )
+        if restricts_output(self.spec):
+            problems.append(
+                Problem(
+                    "model.config.output_vocab restricts what the policy emits, which only the "
+                    "embedded hf backend and trainer honour: vLLM samples the whole vocabulary, so "
+                    "its log-probs would not be the trainer's",
+                    fix="remove output_vocab from model.config (or from the checkpoint's config.json), "
+                    "or use inference: hf",
+                )
+            )
         if self.spec.tokenizer != "qwen3" and not Path(self.spec.tokenizer).is_dir():
             problems.append(
                 Problem(
@@ -331,3 +342,17 @@ def factory(options: VLLMOptions, ctx: BuildContext) -> VLLMInference:
         weights_dir=weights_dir,
         seed=ctx.spec.run.seed,
     )
+
+
+def restricts_output(model: ModelSpec) -> bool:
+    """Whether the model's config (the spec's, or the checkpoint's config.json) sets
+    ``output_vocab`` (see legorl_embedded.output_vocab)."""
+    if model.config.get("output_vocab") is not None:
+        return True
+    config = Path(model.path).expanduser() / "config.json" if model.path else None
+    if config is None or not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text()).get("output_vocab") is not None
+    except (OSError, ValueError):
+        return False
