@@ -46,6 +46,10 @@ def test_warmstart_key_follows_the_tasks_content(tmp_path: Path) -> None:
     assert key == warmstart_key(spec, [task("fix it")])
     assert key != warmstart_key(spec, [task("fix it, please")])  # a new generator's text: new weights
     assert key != warmstart_key(spec, [task("fix it", "sed -i s/a/c/ /app/m.py")])
+    retuned = load_and_resolve(REPO / "specs" / "quickstart.yaml", registry, ["trainer.options.lr=5e-5"]).spec
+    assert warmstart_key(retuned, [task("fix it")]) == key  # the RL learning rate does not shape it
+    resized = load_and_resolve(REPO / "specs" / "quickstart.yaml", registry, ["model.config.hidden_size=64"]).spec
+    assert warmstart_key(resized, [task("fix it")]) != key
 
 
 def test_demonstrations_can_come_from_other_tasks_than_rl(tmp_path: Path) -> None:

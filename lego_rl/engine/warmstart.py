@@ -48,10 +48,12 @@ class Demonstration:
 def warmstart_key(spec: Spec, tasks: list[Task]) -> str:
     """A hash of what shapes the warm-started weights: model, warm start, tasks (their
     instructions and oracles, so a changed task generator never reuses stale weights), harness,
-    seed."""
+    seed. Of the trainer only the plugin counts: its options (the RL learning rate...) do not
+    shape the supervised pass, so tuning them reuses the checkpoint."""
     shaping = {
         "model": spec.model.model_dump(mode="json", exclude={"path"}),
-        "blocks": {k: getattr(spec, k).model_dump(mode="json") for k in ("tasks", "harness", "dialect", "trainer")},
+        "blocks": {k: getattr(spec, k).model_dump(mode="json") for k in ("tasks", "harness", "dialect")},
+        "trainer": spec.trainer.plugin,
         "tasks": [[t.name, t.instruction, t.oracle_commands] for t in tasks],
         "seed": spec.run.seed,
     }
