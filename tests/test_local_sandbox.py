@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,6 +97,19 @@ def test_python_and_the_venv_are_usable_inside(sandbox):
     assert sandbox.exec("python3 -c 'print(1)'", timeout=30).stdout == "1\n"
     out = sandbox.exec(f"{sys.executable} -c 'import lego_rl; print(lego_rl.__file__)'", timeout=60)
     assert out.exit_code == 0 and out.stdout.startswith("/"), out
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+def test_wait_returns_the_exit_code_or_none_after_the_timeout(pidfd, monkeypatch):
+    if not pidfd:  # a kernel without pidfd_open: the polling wait
+        monkeypatch.setattr(os, "pidfd_open", lambda pid: (_ for _ in ()).throw(OSError(38, "ENOSYS")))
+    with subprocess.Popen(["sh", "-c", "exit 7"]) as done:
+        assert local_sandbox._wait(done, 10) == 7
+    with subprocess.Popen(["sleep", "5"]) as slow:
+        start = time.monotonic()
+        assert local_sandbox._wait(slow, 0.2) is None
+        assert 0.15 < time.monotonic() - start < 2
+        slow.kill()
 
 
 def test_timeout_kills_the_whole_process_tree(sandbox):
