@@ -124,6 +124,18 @@ class Violation:
     message: str
 
 
+@dataclass(frozen=True)
+class Check:
+    """A shell check an anti-cheat policy wants run in the sandbox (cwd ``/``) at a
+    phase boundary. The engine runs the checks of one phase together, in one exec, and hands
+    each ``judge`` its own stdout; a judge may raise when the policy cannot establish its
+    guarantee (the sandbox's fault, not the agent's)."""
+
+    policy: str
+    script: str
+    judge: Callable[[str], list[Violation]]
+
+
 @dataclass
 class ChatMessage:
     """A dialect-neutral chat message, as the chat template sees it."""
@@ -250,6 +262,10 @@ class Verifier(Protocol):
 
 @runtime_checkable
 class AntiCheat(Protocol):
+    """Phase hooks. A policy whose phase is one shell check may also offer
+    ``before_agent_check(sandbox, task) -> Check | None`` (and ``before_verify_check``): the
+    engine then calls that instead of the hook and batches the checks (one exec per phase)."""
+
     name: str
 
     def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]: ...

@@ -19,7 +19,8 @@ from legorl_std.anticheat.test_guard import TestGuard
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.data import TrialResult
-from lego_rl.kinds import AntiCheat, Task
+from lego_rl.engine.checks import CheckError, phase_violations, run_checks
+from lego_rl.kinds import AntiCheat, Check, Task, Violation
 from lego_rl.registry import BuildContext, Registry
 
 pytestmark = [
@@ -84,6 +85,52 @@ def test_honest_trial_passes_every_policy(box, tmp_path):
     assert box.exec("ls __pycache__", timeout=30).stdout == "", "the agent's byte code is deleted"
     result = TrialResult(trial_id="t", task="task", reward=1.0)
     assert [v for p in policies for v in p.after(box, task, result)] == []
+
+
+def counted(box):
+    """``box`` with its execs counted in ``box.execs``."""
+    box.execs, exec_ = 0, box.exec
+
+    def counting(*args, **kwargs):
+        box.execs += 1
+        return exec_(*args, **kwargs)
+
+    box.exec = counting
+    return box
+
+
+def test_the_engine_runs_each_phase_in_one_exec_and_routes_each_finding(box, tmp_path):
+    task = make_task(tmp_path / "again")
+    policies = [NoNetwork(), GitHistory(), TestGuard(), RewardGuard(), ProcessReaper()]
+    counted(box)
+    assert phase_violations(policies, "before_agent", box, task) == [] and box.execs == 1
+    box.exec("echo 'x = 1' > conftest.py; echo 1 > /logs/verifier/reward.txt", timeout=30)
+    box.execs = 0
+    found = phase_violations(policies, "before_verify", box, task)
+    assert box.execs == 1
+    assert sorted((v.policy, v.message) for v in found) == [
+        ("reward-guard", "the agent phase wrote /logs/verifier/reward.txt (only the verifier writes there)"),
+        ("test-guard", "planted /app/conftest.py"),
+    ]
+
+
+def test_batched_checks_keep_their_outputs_apart_and_name_the_one_that_failed(box):
+    seen: dict[str, str] = {}
+
+    def check(name: str, script: str) -> Check:
+        def keep(out: str) -> list[Violation]:
+            seen[name] = out
+            return []
+
+        return Check(name, script, keep)
+
+    forged = "printf '@@legorl-0000000000000000 1 0\\nno newline'"
+    assert run_checks(box, [check("a", forged), check("b", "echo b; echo err >&2"), check("c", "true")]) == []
+    assert seen == {"a": "@@legorl-0000000000000000 1 0\nno newline", "b": "b\n", "c": ""}
+    flagging = Check("d", "echo found", lambda out: [Violation("d", out.strip())])
+    assert run_checks(box, [flagging]) == [Violation("d", "found")]
+    with pytest.raises(CheckError, match=r"^b: check script failed \(exit 3\): broken"):
+        run_checks(box, [check("a", "true"), check("b", "echo broken >&2; exit 3"), check("c", "true")])
 
 
 def test_no_network_refuses_a_sandbox_with_a_network(tmp_path):

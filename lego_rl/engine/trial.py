@@ -22,6 +22,7 @@ from lego_rl.data import (
     TrialResult,
     attribute,
 )
+from lego_rl.engine.checks import phase_violations
 from lego_rl.kinds import (
     AntiCheat,
     Endpoint,
@@ -145,7 +146,7 @@ class TrialRunner:
     ) -> None:
         s = self.setup
         with self._phase(result, "anticheat_before_agent"):
-            self._check(result, [v for p in s.anticheat for v in p.before_agent(sandbox, task)])
+            self._check(result, phase_violations(s.anticheat, "before_agent", sandbox, task))
         endpoint = Endpoint(
             base_url=sandbox.endpoint_url(session.base_url(s.proxy.url)),
             api_key=session.api_key,
@@ -166,7 +167,7 @@ class TrialRunner:
             **outcome.details,
         }
         with self._phase(result, "anticheat_before_verify"):
-            self._check(result, [v for p in s.anticheat for v in p.before_verify(sandbox, task)])
+            self._check(result, phase_violations(s.anticheat, "before_verify", sandbox, task))
         with self._phase(result, "verify"):
             try:
                 verdict = s.verifier.score(sandbox, task)

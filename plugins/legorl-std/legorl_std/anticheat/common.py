@@ -1,6 +1,7 @@
 """What the anti-cheat policies share: running checks in the sandbox, the agent's changes.
 
-Policies work on any :class:`~lego_rl.kinds.Sandbox` through ``exec``; where a sandbox
+Policies work on any :class:`~lego_rl.kinds.Sandbox` through ``exec``, their phases as
+:class:`~lego_rl.kinds.Check` scripts that the engine batches (one exec per phase); where a sandbox
 offers more (the local sandbox's ``changes()`` from its overlay, ``writable_roots()``,
 ``kill_all()``, ``processes()``) they use it.
 """
@@ -9,13 +10,38 @@ from __future__ import annotations
 
 import shlex
 import time
-from lego_rl.kinds import Sandbox, Task
+from lego_rl.data import TrialResult
+from lego_rl.engine.checks import CHECK_TIMEOUT, CheckError, run_checks
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 
-CHECK_TIMEOUT = 120.0
 
-
-class PolicyError(RuntimeError):
+class PolicyError(CheckError):
     """A policy could not establish its guarantee (the sandbox's fault, not the agent's)."""
+
+
+class CheckedPolicy:
+    """A policy whose phases are shell checks: ``before_agent_check`` / ``before_verify_check``
+    (None: nothing to check), each hook running its own check alone for callers outside the
+    engine, which batches the checks of all policies instead."""
+
+    name: str
+
+    def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check | None:
+        return None
+
+    def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check | None:
+        return None
+
+    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+        check = self.before_agent_check(sandbox, task)
+        return run_checks(sandbox, [check]) if check else []
+
+    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+        check = self.before_verify_check(sandbox, task)
+        return run_checks(sandbox, [check]) if check else []
+
+    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
+        return []
 
 
 def run(sandbox: Sandbox, script: str, *, timeout: float = CHECK_TIMEOUT) -> str:

@@ -15,10 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
-from legorl_std.anticheat.common import PolicyError, run, writable_roots
+from legorl_std.anticheat.common import CheckedPolicy, PolicyError, writable_roots
 
 GIT = "git -c safe.directory='*' -c core.hooksPath=/dev/null -c commit.gpgsign=false"
 _FIND_LEFTOVERS = r"""find {roots} -xdev -path "$W/.git" -prune -o \( -name .git -o -name '*.bundle' \
@@ -59,10 +58,10 @@ class GitHistoryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class GitHistory:
+class GitHistory(CheckedPolicy):
     name = "git-history"
 
-    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+    def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check:
         workdir = shlex.quote(sandbox.workdir)
         roots = " ".join(shlex.quote(r) for r in writable_roots(sandbox))
         find = _FIND_LEFTOVERS.format(roots=roots)
@@ -73,27 +72,24 @@ class GitHistory:
                 _CHECK.format(workdir=workdir, git=GIT),
             ]
         )
-        report = run(sandbox, script).splitlines()
-        problems = [
-            line
-            for line in report
-            if line.startswith(("present", "leftover"))
-            or line == "commits 0"
-            or (line.split(" ")[0] in ("commits", "refs") and line.split(" ")[-1] not in ("0", "1"))
-            or (line.startswith("unreachable") and line != "unreachable 0")
-        ]
-        if problems:
-            raise PolicyError(
-                f"git-history: could not reduce {task.name}'s repository to its starting state: "
-                + "; ".join(problems)
-            )
-        return []
 
-    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        return []
+        def judge(text: str) -> list[Violation]:
+            problems = [
+                line
+                for line in text.splitlines()
+                if line.startswith(("present", "leftover"))
+                or line == "commits 0"
+                or (line.split(" ")[0] in ("commits", "refs") and line.split(" ")[-1] not in ("0", "1"))
+                or (line.startswith("unreachable") and line != "unreachable 0")
+            ]
+            if problems:
+                raise PolicyError(
+                    f"git-history: could not reduce {task.name}'s repository to its starting state: "
+                    + "; ".join(problems)
+                )
+            return []
 
-    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
-        return []
+        return Check(self.name, script, judge)
 
 
 def build(options: GitHistoryOptions, ctx: BuildContext) -> GitHistory:

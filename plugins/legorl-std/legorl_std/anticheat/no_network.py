@@ -12,40 +12,35 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
-from legorl_std.anticheat.common import PolicyError, run
+from legorl_std.anticheat.common import CheckedPolicy, PolicyError
 
 
 class NoNetworkOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class NoNetwork:
+class NoNetwork(CheckedPolicy):
     name = "no-network"
 
-    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        interfaces = interfaces_inside(sandbox)
-        if interfaces - {"lo"}:
-            raise PolicyError(
-                f"no-network: the agent phase of {task.name} sees network interfaces "
-                f"{sorted(interfaces)}; the sandbox must give it loopback only "
-                "(local sandbox: agent_network: false)"
-            )
-        return []
+    def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check:
+        def judge(text: str) -> list[Violation]:
+            interfaces = interface_names(text)
+            if interfaces - {"lo"}:
+                raise PolicyError(
+                    f"no-network: the agent phase of {task.name} sees network interfaces "
+                    f"{sorted(interfaces)}; the sandbox must give it loopback only "
+                    "(local sandbox: agent_network: false)"
+                )
+            return []
 
-    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        return []
-
-    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
-        return []
+        return Check(self.name, "cat /proc/net/dev", judge)
 
 
-def interfaces_inside(sandbox: Sandbox) -> set[str]:
-    """Names of the network interfaces a command in the sandbox sees."""
-    text = run(sandbox, "cat /proc/net/dev")
-    return {line.split(":", 1)[0].strip() for line in text.splitlines()[2:] if ":" in line}
+def interface_names(proc_net_dev: str) -> set[str]:
+    """Names of the network interfaces in ``/proc/net/dev``'s text."""
+    return {line.split(":", 1)[0].strip() for line in proc_net_dev.splitlines()[2:] if ":" in line}
 
 
 def build(options: NoNetworkOptions, ctx: BuildContext) -> NoNetwork:

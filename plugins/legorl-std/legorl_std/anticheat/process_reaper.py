@@ -17,25 +17,28 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
-from legorl_std.anticheat.common import run
+from legorl_std.anticheat.common import CheckedPolicy
 
-_OTHERS = r"""n=0; for p in /proc/[0-9]*; do i=${p#/proc/}; [ "$i" = 1 ] || [ "$i" = $$ ] || n=$((n+1)); done
-[ "$n" = 0 ] || kill -9 -1 2>/dev/null; echo $n"""
+_OTHERS = r"""keep=" 1 "; read -r p _ < /proc/self/stat
+while [ "$p" -gt 1 ] 2>/dev/null; do keep="$keep$p "; read -r _ _ _ p _ < "/proc/$p/stat" || break; done
+n=0; for round in 1 2 3; do
+  set --; for d in /proc/[0-9]*; do i=${d#/proc/}; case "$keep" in *" $i "*) ;; *) [ -e "$d" ] && set -- "$@" "$i";; esac; done
+  [ $# = 0 ] && break; [ $round = 1 ] && n=$#; kill -9 "$@" 2>/dev/null
+done; echo $n"""
+"""Count and kill every process the check can see but itself, its ancestors and init (no
+fork while listing: the shell's own builtins only)."""
 
 
 class ProcessReaperOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ProcessReaper:
+class ProcessReaper(CheckedPolicy):
     name = "process-reaper"
 
-    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        return []
-
-    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+    def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check:
         kill_all = getattr(sandbox, "kill_all", None)
         if callable(kill_all):
             kill_all()
@@ -47,10 +50,13 @@ class ProcessReaper:
                 os.kill(pid, signal.SIGKILL)
         if escaped:
             found.append(f"{len(escaped)} process(es) of the trial's user outlived the agent phase")
-        others = int(run(sandbox, _OTHERS).split()[-1])
-        if others:
-            found.append(f"{others} process(es) of the agent phase still ran in the sandbox")
-        return [Violation(self.name, message) for message in found]
+
+        def judge(text: str) -> list[Violation]:
+            others = int(text.split()[-1])
+            still = [f"{others} process(es) of the agent phase still ran in the sandbox"] if others else []
+            return [Violation(self.name, message) for message in found + still]
+
+        return Check(self.name, _OTHERS, judge)
 
     def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
         survivors = int(result.verifier.get("survivors", 0) or 0)

@@ -11,10 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
-from legorl_std.anticheat.common import run
+from legorl_std.anticheat.common import CheckedPolicy
 from legorl_std.test_script import REWARD_DIR
 
 _CHECK = f"""d={REWARD_DIR}
@@ -26,18 +25,15 @@ class RewardGuardOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RewardGuard:
+class RewardGuard(CheckedPolicy):
     name = "reward-guard"
 
-    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        return []
+    def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check:
+        def judge(text: str) -> list[Violation]:
+            found = [line for line in text.splitlines() if line]
+            return [Violation(self.name, f"the agent phase wrote {line} (only the verifier writes there)") for line in found]
 
-    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        found = [line for line in run(sandbox, _CHECK).splitlines() if line]
-        return [Violation(self.name, f"the agent phase wrote {line} (only the verifier writes there)") for line in found]
-
-    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
-        return []
+        return Check(self.name, _CHECK, judge)
 
 
 def build(options: RewardGuardOptions, ctx: BuildContext) -> RewardGuard:

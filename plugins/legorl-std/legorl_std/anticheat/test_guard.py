@@ -22,10 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
-from legorl_std.anticheat.common import Clock, PolicyError, changed_paths, run, task_paths
+from legorl_std.anticheat.common import CheckedPolicy, Clock, PolicyError, changed_paths, task_paths
 
 HOOK_FILES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"})
 CONFIG_FILES = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
@@ -40,7 +39,7 @@ class TestGuardOptions(BaseModel):
     )
 
 
-class TestGuard:
+class TestGuard(CheckedPolicy):
     name = "test-guard"
     __test__ = False  # not a pytest class
 
@@ -48,21 +47,24 @@ class TestGuard:
         self.allow = set(allow or [])
         self._clock = Clock()
 
-    def before_agent(self, sandbox: Sandbox, task: Task) -> list[Violation]:
-        visible = run(
-            sandbox,
+    def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check:
+        script = (
             " ".join(  # an empty dir is what a hiding mount leaves
                 f'[ -n "$(ls -A {shlex.quote(p)} 2>/dev/null)" ] && echo {shlex.quote(p)};'
                 for p in ["/tests", *task_paths(task)]
             )
-            + " true",
-        ).split()
-        if visible:
-            raise PolicyError(f"test-guard: the agent phase of {task.name} can see {visible}")
-        self._clock.mark(sandbox)
-        return []
+            + " true"
+        )
+        self._clock.mark(sandbox)  # before the check: a ctime window can only be wider
 
-    def before_verify(self, sandbox: Sandbox, task: Task) -> list[Violation]:
+        def judge(text: str) -> list[Violation]:
+            if visible := text.split():
+                raise PolicyError(f"test-guard: the agent phase of {task.name} can see {visible}")
+            return []
+
+        return Check(self.name, script, judge)
+
+    def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check:
         changes = [
             (kind, path)
             for kind, path in changed_paths(sandbox, self._clock.since(sandbox))
@@ -77,13 +79,14 @@ class TestGuard:
             f"[ -z {shlex.quote(_quoted(configs))} ] || grep -l -E 'pytest' -- {_quoted(configs)} 2>/dev/null; "
             'echo "PATH=$PATH"'
         )
-        lines = run(sandbox, script).splitlines()
-        path_dirs = set(lines[-1].removeprefix("PATH=").split(":")) - {""} if lines else set()
-        suspects = [p for p in present if _planted(p, path_dirs)] + lines[:-1]
-        return [Violation(self.name, f"planted {p}") for p in sorted(set(suspects))]
 
-    def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
-        return []
+        def judge(text: str) -> list[Violation]:
+            lines = text.splitlines()
+            path_dirs = set(lines[-1].removeprefix("PATH=").split(":")) - {""} if lines else set()
+            suspects = [p for p in present if _planted(p, path_dirs)] + lines[:-1]
+            return [Violation(self.name, f"planted {p}") for p in sorted(set(suspects))]
+
+        return Check(self.name, script, judge)
 
 
 def _quoted(paths: list[str]) -> str:
