@@ -22,7 +22,7 @@ from lego_rl.data import (
     TrialResult,
     attribute,
 )
-from lego_rl.engine.checks import phase_violations
+from lego_rl.anticheat_checks import phase_violations
 from lego_rl.kinds import (
     AntiCheat,
     Endpoint,
