@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from lego_rl.anticheat_checks import phase_violations
 from lego_rl.data import (
     Attribution,
     PhaseTiming,
@@ -22,7 +23,6 @@ from lego_rl.data import (
     TrialResult,
     attribute,
 )
-from lego_rl.anticheat_checks import phase_violations
 from lego_rl.kinds import (
     AntiCheat,
     Endpoint,
