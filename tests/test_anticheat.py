@@ -18,8 +18,8 @@ from legorl_std.anticheat.reward_guard import RewardGuard
 from legorl_std.anticheat.test_guard import TestGuard
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
-from lego_rl.data import TrialResult
 from lego_rl.anticheat_checks import CheckError, phase_violations, run_checks
+from lego_rl.data import TrialResult
 from lego_rl.kinds import AntiCheat, Check, Task, Violation
 from lego_rl.registry import BuildContext, Registry
 
