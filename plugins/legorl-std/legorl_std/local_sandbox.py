@@ -926,7 +926,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
     """The exit code, or None if ``proc`` still runs after ``timeout`` seconds.
 
     Blocks on a pidfd: ``Popen.wait(timeout)`` polls with growing sleeps, which added ~9 ms to
-    a 25 ms command (anti-cheat checks run several per trial)."""
+    a 25 ms command (a trial runs several: harness set-up and run, anti-cheat, verifier)."""
     try:
         fd = os.pidfd_open(proc.pid)
     except OSError:  # no pidfd (kernel < 5.3): the polling wait
