@@ -129,3 +129,14 @@ def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> 
     again: list[str] = []
     assert with_warmstart(resolved, registry, spec, log=again.append).spec.model.path == str(path)
     assert again == [f"warm start: reusing {path}"]
+
+
+def test_the_supervised_rate_warms_up_then_settles_to_its_floor() -> None:
+    from legorl_embedded.supervise import warmup_cosine
+
+    factors = [warmup_cosine(step, steps=100, floor=0.1) for step in range(100)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    after = factors[9:]
+    assert all(a >= b for a, b in zip(after, after[1:], strict=False)), "no rise after the warm-up"
+    assert factors[-1] == pytest.approx(0.1, abs=1e-3) and factors[55] == pytest.approx(0.55, abs=0.01)
+    assert {warmup_cosine(step, steps=100, floor=1.0) for step in range(10, 100)} == {1.0}

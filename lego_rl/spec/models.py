@@ -31,7 +31,14 @@ class WarmstartSpec(Strict):
 
     demos: int = Field(default=64, ge=1, description="Demonstration trials (the spec's tasks, cycled).")
     epochs: int = Field(default=3, ge=1, description="Passes over the recorded demonstrations.")
-    lr: float = Field(default=1e-3, gt=0, description="AdamW learning rate of the supervised pass.")
+    lr: float = Field(default=1e-3, gt=0, description="AdamW peak learning rate of the supervised pass.")
+    lr_floor: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="After a linear warm-up over the first tenth of the steps, the rate decays along a "
+        "cosine to lr * lr_floor (1: constant at the peak).",
+    )
     batch_tokens: int = Field(default=16384, ge=1, description="Padded tokens per optimizer step.")
     task_options: dict[str, Any] = Field(
         default_factory=dict,
