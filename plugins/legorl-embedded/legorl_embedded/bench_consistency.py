@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from lego_rl.data import Sampling, Segment, Trajectory, TrialResult
+from legorl_embedded.adamw import adamw
 from legorl_embedded.batch import build_rows
 from legorl_embedded.consistency import Consistency
 from legorl_embedded.inference import HFInference
@@ -65,7 +66,7 @@ def corpus(limit: int = 2_000_000) -> bytes:
 
 def train(model: Any, text: bytes, steps: int, rng: random.Random) -> float:
     """Next-byte prediction with AdamW; returns the last loss."""
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    opt = adamw(model.parameters(), 3e-3)
     model.train()
     loss = torch.tensor(0.0)
     for _ in range(steps):

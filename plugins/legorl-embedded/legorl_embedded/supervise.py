@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from lego_rl.spec.models import ModelSpec, WarmstartSpec
+from legorl_embedded.adamw import adamw
 from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 
@@ -81,7 +82,7 @@ def supervise_model(
     """Train ``model`` in place on the demonstrations; per-epoch mean reply NLL in the result."""
     batches = pack(demos, plan.batch_tokens)
     steps = plan.epochs * len(batches)
-    opt = torch.optim.AdamW(model.parameters(), lr=plan.lr)
+    opt = adamw(model.parameters(), plan.lr)
     rate = partial(warmup_cosine, steps=steps, floor=plan.lr_floor)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, rate)
     order = random.Random(seed)

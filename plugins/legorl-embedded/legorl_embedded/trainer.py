@@ -25,6 +25,7 @@ from lego_rl.engine.context import Group, RunContext
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import WarmstartSpec
+from legorl_embedded.adamw import adamw
 from legorl_embedded.batch import PolicyBatch, Rows, build_rows
 from legorl_embedded.consistency import Consistency
 from legorl_embedded.logprobs import token_logprobs
@@ -146,9 +147,7 @@ class EmbeddedTrainer:
         if self.options.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         model.train()
-        opt = torch.optim.AdamW(
-            model.parameters(), lr=self.options.lr, weight_decay=self.options.weight_decay
-        )
+        opt = adamw(model.parameters(), self.options.lr, self.options.weight_decay)
         warmup = self.options.warmup_steps
         schedule = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
