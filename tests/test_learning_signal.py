@@ -40,7 +40,7 @@ SHORT = [
     "tasks.options.count=1",
     "filter.plugin=none",
     "evaluate.samples=4", "evaluate.tasks.options.count=4",
-    "trainer.options.lr=3.0e-4", "trainer.options.checkpoint=every",
+    "trainer.options.lr=3.0e-4", "trainer.options.warmup_steps=0", "trainer.options.checkpoint=every",
 ]  # fmt: skip
 
 
