@@ -1,4 +1,4 @@
-"""The AdamW every embedded training loop uses (RL trainer, warm start, copying pass)."""
+"""The AdamW every embedded training loop uses (RL trainer, warm start, consistency bench)."""
 
 from __future__ import annotations
 
