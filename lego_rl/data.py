@@ -11,13 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from lego_rl.token_ids import TokenIds
+
 Routing = list[list[int]]
 """Experts one token was routed to: one list of top-k expert ids per MoE layer."""
 
-TokenIds = tuple[int, ...]
-"""Token ids as a record keeps them: immutable, and invisible to the garbage collector
-(CPython untracks a tuple of ints, where a full collection walks every slot of a list).
-Serialised as a JSON array, like a list."""
 
 
 class Termination(StrEnum):

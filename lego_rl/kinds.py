@@ -302,11 +302,12 @@ class Inference(Protocol):
 
     def generate(
         self,
-        prompt_ids: list[int],
+        prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
-        """Sample a completion. ``on_token(id, logprob)`` is called as each token is sampled
+        """Sample a completion of ``prompt_ids`` (the call's recorded ids, not to be copied
+        needlessly: a long context is a large container the garbage collector walks). ``on_token(id, logprob)`` is called as each token is sampled
         (from the generating thread), so the proxy can stream it to the harness."""
         ...
 

@@ -170,7 +170,7 @@ class ScriptedInference:
 
     def generate(
         self,
-        prompt_ids: list[int],
+        prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:

@@ -36,6 +36,7 @@ from lego_rl.proxy.toolcalls import (
     collect,
     parse_completion,
 )
+from lego_rl.token_ids import TokenIds
 
 Reply = tuple[Any, ...]
 """What a call sends back: ("json", status, body) once, or ("start",), ("data", sse text)...,
@@ -212,7 +213,7 @@ class CallHandler:
                 session.errors.append(message)
                 raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
             stop = stop_ids(tokenizer, session.sampling)
-            # Built without validation: the fields are typed here (ids are tuples), and
+            # Built without validation: the fields are typed here (ids are TokenIds), and
             # validating prompt ids would copy a sequence as long as the context on every call.
             record = CallRecord.model_construct(
                 session=session.id,
@@ -220,7 +221,7 @@ class CallHandler:
                 dialect=session.dialect,
                 model=request.model,
                 prompt_ids=rendered.ids,
-                completion_ids=(),
+                completion_ids=TokenIds(),
                 logprobs=(),
                 extends_previous=rendered.extends_previous,
                 subagent=thread.subagent,
@@ -304,7 +305,7 @@ class CallHandler:
         ProxyError (500) when the backend fails."""
         session, record = call.session, call.record
         gen: Generation | None = None
-        prompt = list(record.prompt_ids)  # the backend's own copy, as Inference.generate takes
+        prompt = record.prompt_ids  # immutable: no copy (a copy is a list the collector walks)
         try:
             if on_token is None:  # backends older than on_token still serve plain calls
                 gen = self.inference.generate(prompt, call.sampling)
@@ -315,7 +316,7 @@ class CallHandler:
             gen = None
             record.error = f"{type(exc).__name__}: {exc}"
         else:
-            record.completion_ids = tuple(gen.completion_ids)
+            record.completion_ids = TokenIds(gen.completion_ids)
             record.logprobs = tuple(gen.logprobs)
             record.routing = gen.routing
             record.prompt_routing = gen.prompt_routing

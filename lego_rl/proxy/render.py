@@ -18,10 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import CallRecord, TokenIds
+from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy.chunks import ChunkCache, Encoder
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.token_ids import TokenIds
 
 
 @dataclass
@@ -152,8 +153,8 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
 @dataclass(frozen=True)
 class Context:
     """A call's context as the next call may extend it: its prompt, then prompt + completion,
-    as text and as the exact ids (sampled ids included). The two id tuples are the call's own
-    (not copied): a session's history is held once, in its records."""
+    as text and as the exact ids (sampled ids included). The two id sequences are the call's
+    own (not copied): a session's history is held once, in its records."""
 
     prompt_text: str
     prompt_ids: TokenIds
@@ -202,20 +203,20 @@ class PrefixCache:
     def encode(self, text: str) -> TokenIds:
         at = text.find(self.marker) if self.usable() else -1
         if at < 0:
-            return tuple(self.chunks.encode(text))
+            return TokenIds(self.chunks.encode(text))
         cut = at + len(self.marker)
         head = text[:cut]
         with self.lock:  # a miss is tokenized once, even when sessions start together
             ids = self.entries.get(head)
             if ids is None:
                 self.misses += 1
-                ids = self.entries[head] = tuple(self.encoder.encode(head))
+                ids = self.entries[head] = TokenIds(self.encoder.encode(head))
                 while len(self.entries) > self.size:
                     self.entries.popitem(last=False)
             else:
                 self.hits += 1
             self.entries.move_to_end(head)
-        return ids + tuple(self.chunks.encode(text[cut:]))
+        return ids + self.chunks.encode(text[cut:])
 
 
 def render_prompt(
@@ -243,12 +244,12 @@ def tokenize_prompt(
     if previous is not None:
         delta = cache.encoder.encode if cache is not None else partial(encode, tokenizer)
         if text.startswith(previous.text):
-            rest = tuple(delta(text[len(previous.text) :]))
+            rest = TokenIds(delta(text[len(previous.text) :]))
             # One copy of the long prompt: ``a + b + c`` would build and free it twice.
             ids = previous.prompt_ids + (previous.completion_ids + rest)
             return RenderedPrompt(ids, True, text)
         if text.startswith(previous.prompt_text):
-            rest = tuple(delta(text[len(previous.prompt_text) :]))
+            rest = TokenIds(delta(text[len(previous.prompt_text) :]))
             return RenderedPrompt(previous.prompt_ids + rest, False, text)
-    ids = cache.encode(text) if cache is not None else tuple(encode(tokenizer, text))
+    ids = cache.encode(text) if cache is not None else TokenIds(encode(tokenizer, text))
     return RenderedPrompt(ids, False, text)

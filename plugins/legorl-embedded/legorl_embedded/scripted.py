@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -69,7 +69,7 @@ class ScriptedInference:
 
     def generate(
         self,
-        prompt_ids: list[int],
+        prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
@@ -94,12 +94,12 @@ class ScriptedInference:
             policy_version=self.policy_version,
         )
 
-    def _score(self, prompt: list[int], completion: list[int], temperature: float) -> tuple[list[float], Any, Any]:
+    def _score(self, prompt: Sequence[int], completion: list[int], temperature: float) -> tuple[list[float], Any, Any]:
         """Log-probs of ``completion`` after ``prompt``, and the routing of every position."""
         model = self.policy.model
         if self._vocab is None:
             self._vocab = model_output_vocab(model, self.tokenizer)
-        ids = torch.tensor([prompt + completion], dtype=torch.long, device=self.policy.device)
+        ids = torch.tensor([[*prompt, *completion]], dtype=torch.long, device=self.policy.device)
         where = torch.zeros_like(ids, dtype=torch.bool)
         where[0, len(prompt) :] = True
         recorder = RoutingRecorder(model)

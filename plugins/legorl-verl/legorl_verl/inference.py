@@ -12,7 +12,7 @@ gets an empty routing (``[]``: unknown).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ class VerlServerInference:
 
     def generate(
         self,
-        prompt_ids: list[int],
+        prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:

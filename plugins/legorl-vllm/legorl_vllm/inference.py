@@ -17,7 +17,7 @@ import json
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +147,7 @@ class VLLMInference:
 
     def generate(
         self,
-        prompt_ids: list[int],
+        prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
