@@ -5,7 +5,13 @@ and 24 tools shared by every session, a growing history of tool calls and result
 runs in a separate process (as harnesses do), so the proxy's process does only proxy work.
 
 - ``p50/p99_overhead_ms``: sessions call at a harness's pace against a backend that takes
-  ``gen_ms`` per call; overhead = the client's latency minus the same backend called directly.
+  ``gen_ms`` per call, once through the proxy and once directly: the same backend behind a bare
+  HTTP endpoint on the same server stack (uvicorn, Starlette, a worker thread per call) that
+  reads the body and answers a fixed reply of the same shape, parsing, rendering, tokenizing,
+  recording and formatting nothing. Overhead = a call's latency through the proxy minus the
+  same call's (session, turn) latency direct: what the proxy adds, the HTTP a harness pays to
+  reach any backend left out. ``*_overhead_vs_call_ms`` keep the stricter figure against the
+  backend called in process (HTTP and the machine's wake-ups included).
 - ``calls_per_s_per_core``: closed loop against an instant backend; calls per CPU-second of
   the proxy's process.
 - ``tokenize_turn100_over_turn1``: tokenizing turn 100 of one session over turn 1 (both with
@@ -21,6 +27,7 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import http.client
 import json
@@ -28,6 +35,8 @@ import multiprocessing
 import statistics
 import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 from urllib.parse import urlsplit
 
@@ -123,7 +132,7 @@ class PacedInference:
         ]
 
     def generate(
-        self, prompt_ids: list[int], sampling: Sampling, on_token: Any = None
+        self, prompt_ids: Sequence[int], sampling: Sampling, on_token: Any = None
     ) -> Generation:
         if self.delay:
             time.sleep(self.delay)
@@ -135,6 +144,10 @@ class PacedInference:
         return []
 
 
+Latency = tuple[int, int, float, int]
+"""(session index, turn, seconds, request bytes) of one call."""
+
+
 def _load(
     url: str,
     sessions: list[tuple[str, str]],
@@ -143,10 +156,9 @@ def _load(
     deadline: float,
     out: Any,
 ) -> None:
-    """Child process: each session runs ``turns`` calls in its own thread; puts latencies."""
+    """Child process: each session runs ``turns`` calls in its own thread; puts its Latencies."""
     shared = {"system": system_blocks(), "tools": tools()}
-    latencies: list[float] = []
-    sizes: list[int] = []
+    latencies: list[Latency] = []
     lock = threading.Lock()
     parts = urlsplit(url)
 
@@ -169,10 +181,9 @@ def _load(
             raw = response.read()
             elapsed = time.perf_counter() - start
             if response.status != 200:
-                raise RuntimeError(f"proxy answered {response.status}: {raw[:300]!r}")
+                raise RuntimeError(f"server answered {response.status}: {raw[:300]!r}")
             with lock:
-                latencies.append(elapsed)
-                sizes.append(len(data))
+                latencies.append((index, turn, elapsed, len(data)))
             next_turn(messages, json.loads(raw), turn)
             if pause:
                 time.sleep(pause)
@@ -184,7 +195,25 @@ def _load(
         t.start()
     for t in threads:
         t.join()
-    out.put((latencies, sizes))
+    out.put(latencies)
+
+
+def _drive(
+    url: str, sessions: list[tuple[str, str]], turns: int, pause: float, seconds: float
+) -> dict[str, Any]:
+    """Run the load process against ``url``: its latencies, and this process's CPU, wall time
+    and collector pauses meanwhile."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    deadline = time.monotonic() + seconds
+    child = ctx.Process(target=_load, args=(url, sessions, turns, pause, deadline, out))
+    with GcPauses() as pauses:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        child.start()
+        latencies = out.get(timeout=seconds + 120)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    child.join(10)
+    return {"latencies": latencies, "cpu_s": cpu, "wall_s": wall, "gc": pauses.summary()}
 
 
 class GcPauses:
@@ -243,32 +272,9 @@ def _serve_load(
             )
             for i in range(n_sessions)
         ]
-        ctx = multiprocessing.get_context("spawn")
-        out = ctx.Queue()
-        deadline = time.monotonic() + seconds
-        child = ctx.Process(
-            target=_load,
-            args=(
-                server.url,
-                [(s.id, s.api_key) for s in opened],
-                turns,
-                pause,
-                deadline,
-                out,
-            ),
-        )
-        with GcPauses() as pauses:
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            child.start()
-            latencies, sizes = out.get(timeout=seconds + 120)
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        child.join(10)
+        run = _drive(server.url, [(s.id, s.api_key) for s in opened], turns, pause, seconds)
         calls = [c for s in opened for c in s.calls]
-        return {
-            "latencies": latencies,
-            "sizes": sizes,
-            "cpu_s": cpu,
-            "wall_s": wall,
+        return run | {
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
             "cache": (
                 server.handler.prefix_cache.hits,
@@ -277,8 +283,64 @@ def _serve_load(
             "chunks": dict(server.handler.prefix_cache.chunks.counts),
             "twin": dict(server.handler.prefix_cache.encoder.counts),
             "renders": dict(server.handler.renderer.counts),
-            "gc": pauses.summary(),
         }
+    finally:
+        server.stop()
+
+
+def direct_app(backend: PacedInference, workers: int = 256) -> Any:
+    """The backend behind a bare endpoint: read the body, generate in a worker thread, answer
+    a fixed Anthropic message with a tool call (the proxy's reply to the backend's text)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    executor = ThreadPoolExecutor(workers, thread_name_prefix="bench-direct")
+    replies = [
+        json.dumps(
+            {
+                "id": f"msg_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": "policy",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{n}",
+                        "name": "Bash",
+                        "input": {"command": f"ls -la src/module_{n}"},
+                    }
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 0, "output_tokens": 24},
+            }
+        ).encode()
+        for n in range(7)
+    ]
+
+    async def messages(request: Request) -> Response:
+        await request.body()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(executor, backend.generate, (), Sampling())
+        return Response(replies[backend.turn % 7], media_type="application/json")
+
+    return Starlette(routes=[Route("/s/{sid}/v1/messages", messages, methods=["POST"])])
+
+
+def _direct_load(
+    tokenizer: Any, delay: float, n_sessions: int, turns: int, pause: float, seconds: float
+) -> dict[str, Any]:
+    from lego_rl.proxy.threaded import ThreadedServer
+
+    server = ThreadedServer(
+        direct_app(PacedInference(tokenizer, delay)), "127.0.0.1", 0, "bench-direct"
+    )
+    port = server.start(30, "the direct endpoint did not start")
+    try:
+        sessions = [(f"direct-{i}", "") for i in range(n_sessions)]
+        return _drive(f"http://127.0.0.1:{port}", sessions, turns, pause, seconds)
     finally:
         server.stop()
 
@@ -286,6 +348,36 @@ def _serve_load(
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _in_process_call(backend: PacedInference) -> float:
+    """Seconds the backend takes called in process (median of 5)."""
+    took = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        backend.generate((1, 2, 3), Sampling())
+        took.append(time.perf_counter() - t0)
+    return statistics.median(took)
+
+
+def _overheads(proxied: list[Latency], direct: list[Latency], baseline: float) -> dict[str, Any]:
+    """Per call (session, turn) ran both ways: the proxy's latency minus the direct one; and,
+    stricter, minus ``baseline`` (the backend called in process)."""
+    by_call = {(s, t): lat for s, t, lat, _ in direct}
+    paired = [(lat - by_call[s, t]) * 1e3 for s, t, lat, _ in proxied if (s, t) in by_call]
+    against_call = [(lat - baseline) * 1e3 for _, _, lat, _ in proxied]
+    direct_ms = [(lat - baseline) * 1e3 for _, _, lat, _ in direct]
+    return {
+        "paced_calls": len(proxied),
+        "paired_calls": len(paired),
+        "p50_overhead_ms": _percentile(paired, 0.50),
+        "p99_overhead_ms": _percentile(paired, 0.99),
+        "max_overhead_ms": max(paired),
+        "p50_overhead_vs_call_ms": _percentile(against_call, 0.50),
+        "p99_overhead_vs_call_ms": _percentile(against_call, 0.99),
+        "direct_p50_http_ms": _percentile(direct_ms, 0.50),
+        "direct_p99_http_ms": _percentile(direct_ms, 0.99),
+    }
 
 
 def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
@@ -363,7 +455,7 @@ def main(args: list[str]) -> dict[str, Any]:
     tokenizer = _tokenizer(opts.tokenizer)
     figures: dict[str, Any] = {"tokenizer": opts.tokenizer}
 
-    paced = _serve_load(
+    paced_args = (
         tokenizer,
         opts.gen_ms / 1e3,
         opts.sessions,
@@ -371,21 +463,14 @@ def main(args: list[str]) -> dict[str, Any]:
         opts.pause_ms / 1e3,
         opts.paced_s,
     )
-    direct = []
-    backend = PacedInference(tokenizer, opts.gen_ms / 1e3)
-    for _ in range(5):
-        t0 = time.perf_counter()
-        backend.generate([1, 2, 3], Sampling())
-        direct.append(time.perf_counter() - t0)
-    baseline = statistics.median(direct)
-    overheads = [(lat - baseline) * 1e3 for lat in paced["latencies"]]
+    direct = _direct_load(*paced_args)
+    paced = _serve_load(*paced_args)
+    baseline = _in_process_call(PacedInference(tokenizer, opts.gen_ms / 1e3))
+    figures |= _overheads(paced["latencies"], direct["latencies"], baseline)
+    sizes = [size for *_, size in paced["latencies"]]
     figures |= {
-        "paced_calls": len(overheads),
-        "p50_overhead_ms": _percentile(overheads, 0.50),
-        "p99_overhead_ms": _percentile(overheads, 0.99),
-        "max_overhead_ms": max(overheads),
-        "mean_body_kb": statistics.mean(paced["sizes"]) / 1024,
-        "first_body_kb": min(paced["sizes"]) / 1024,
+        "mean_body_kb": statistics.mean(sizes) / 1024,
+        "first_body_kb": min(sizes) / 1024,
         "extends_share": paced["extends_share"],
         "prefix_cache_hits_misses": list(paced["cache"]),
         "chunk_cache": paced["chunks"],

@@ -1,0 +1,24 @@
+"""``legorl bench proxy`` on a tiny load: every figure is there, computed from paired calls."""
+
+from lego_rl.bench import proxy
+
+
+def test_bench_pairs_each_proxied_call_with_the_same_call_direct():
+    figures = proxy.main(
+        [
+            "--sessions", "3", "--turns", "3", "--gen-ms", "5", "--pause-ms", "5",
+            "--paced-s", "20", "--throughput-s", "1", "--throughput-sessions", "1",
+            "--tokenize-turns", "4", "--tokenizer", "tiny",
+        ]
+    )
+    assert figures["paced_calls"] == figures["paired_calls"] == 9
+    assert figures["direct_p50_http_ms"] > 0
+    # The proxy parses, renders and tokenizes ~75 KB requests: it adds time to every call.
+    assert 0 < figures["p50_overhead_ms"] <= figures["p99_overhead_ms"] <= figures["max_overhead_ms"]
+    assert figures["extends_share"] == 6 / 9  # each session's first call starts fresh
+    assert figures["throughput_calls"] > 0 and figures["calls_per_s_per_core"] > 0
+    assert figures["renders"]["mismatches"] == 0
+    assert set(figures["targets_met"]) == {
+        "p50_overhead_ms<2", "p99_overhead_ms<10", "calls_per_s_per_core>=500",
+        "tokenize_turn100_over_turn1<2",
+    }
