@@ -160,6 +160,8 @@ class ChatRequest:
     model: str = ""
     stream: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
+    """The body's top-level fields as parsed JSON (a dialect that reads the body as texts may
+    leave out the fields it parsed into the request itself)."""
 
 
 @dataclass

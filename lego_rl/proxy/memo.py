@@ -10,6 +10,9 @@ tool arguments keeps). The texts are written by orjson (~8x faster than ``json``
 refuses those, so only an in-process caller could pass them. The texts are plain bytes, so the
 memo gives the garbage collector nothing to walk but its parsed messages.
 
+A body read as texts (:mod:`lego_rl.proxy.jsontexts`) gives each message's text as the harness
+wrote it: :meth:`MessageMemo.parse_texts` keys on those, with no serialising at all.
+
 Parsed messages are shared between the requests that reuse them: nobody may mutate them.
 """
 
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.kinds import ChatMessage
-from lego_rl.proxy.jsonio import dumps
+from lego_rl.proxy.jsonio import dumps, loads
 
 ParseOne = Callable[[Any, int], list[ChatMessage]]
 """Parse one raw message (at its index in the request) into neutral messages."""
@@ -60,13 +63,21 @@ class MessageMemo:
             texts = [dumps(message) for message in raw]
         except (TypeError, ValueError):  # not JSON (an in-process caller): parse, keep nothing
             return [m for i, message in enumerate(raw) for m in self.parse_one(message, i)]
+        return self._parse(texts, raw.__getitem__)
+
+    def parse_texts(self, texts: list[bytes]) -> list[ChatMessage]:
+        """The same from the raw messages' JSON texts as a body has them (a new one is read by
+        :func:`lego_rl.proxy.jsonio.loads`; ValueError when it is not JSON)."""
+        return self._parse(texts, lambda i: loads(texts[i]))
+
+    def _parse(self, texts: list[bytes], raw: Callable[[int], Any]) -> list[ChatMessage]:
         with self.lock:
             key = self._longest(texts)
             known = self.entries[key].parsed if key is not None else []
-        parsed = known + [self.parse_one(raw[i], i) for i in range(len(known), len(raw))]
+        parsed = known + [self.parse_one(raw(i), i) for i in range(len(known), len(texts))]
         with self.lock:
             self.reused += len(known)
-            self.parsed += len(raw) - len(known)
+            self.parsed += len(texts) - len(known)
             if key is not None:
                 self.entries.pop(key, None)
             if texts:

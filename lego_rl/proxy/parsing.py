@@ -6,7 +6,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from lego_rl.data import Sampling
-from lego_rl.proxy.errors import require
+from lego_rl.proxy import jsonio
+from lego_rl.proxy.errors import BadRequest, require
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body read as a JSON object; a BadRequest saying what is wrong otherwise."""
+    try:
+        value = jsonio.loads(body)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BadRequest(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise BadRequest("request body must be a JSON object")
+    return value
 
 
 def request_sampling(body: dict[str, Any], max_keys: Sequence[str]) -> Sampling:

@@ -20,6 +20,7 @@ from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
+from lego_rl.proxy.parsing import json_object
 from lego_rl.proxy.render import (
     Context,
     PrefixCache,
@@ -28,6 +29,7 @@ from lego_rl.proxy.render import (
     tokenize_prompt,
 )
 from lego_rl.proxy.session import ProxySession, Thread
+from lego_rl.proxy.shared_tools import SharedTools
 from lego_rl.proxy.streaming import IncrementalDecoder, StreamingDialect
 from lego_rl.proxy.toolcalls import (
     THINK_OPEN,
@@ -73,6 +75,23 @@ def check_generation(gen: Generation, max_tokens: int) -> None:
         raise ValueError(f"backend returned {n} completion ids but routing for {len(gen.routing)}")
     if n > max_tokens:
         raise ValueError(f"backend returned {n} tokens, over max_tokens={max_tokens}")
+
+
+Body = dict[str, Any] | bytes
+"""A request body: its bytes as received, or already read (an in-process caller)."""
+
+
+def read_request(dialect: Dialect, body: Body) -> ChatRequest:
+    """The dialect's request for ``body``: from the bytes themselves where the dialect can
+    (``parse_body``, which reads only what earlier requests did not have), else read as a JSON
+    object and parsed. Raises ProxyError (400 for a body that is not a JSON object)."""
+    if isinstance(body, bytes):
+        from_bytes = getattr(dialect, "parse_body", None)
+        request = from_bytes(body) if from_bytes is not None else None
+        if request is not None:
+            return request
+        body = json_object(body)
+    return dialect.parse(body)
 
 
 def system_prompt(request: ChatRequest) -> str:
@@ -132,6 +151,7 @@ class CallHandler:
     on_call: Callable[[CallRecord], None] | None = None
     prefix_cache: PrefixCache | None = None
     renderer: IncrementalRenderer = field(init=False)
+    tools: SharedTools = field(default_factory=SharedTools)
 
     def __post_init__(self) -> None:
         if self.prefix_cache is None:
@@ -144,7 +164,7 @@ class CallHandler:
         self,
         session: ProxySession,
         dialect: Dialect,
-        body: dict[str, Any],
+        body: Body,
         reply: Callable[[Reply], None],
     ) -> None:
         """Answer one request through ``reply`` (see :data:`Reply`); never raises ProxyError."""
@@ -164,24 +184,23 @@ class CallHandler:
             return
         reply(("json", 200, answer))
 
-    def handle(
-        self, session: ProxySession, dialect: Dialect, body: dict[str, Any]
-    ) -> dict[str, Any]:
+    def handle(self, session: ProxySession, dialect: Dialect, body: Body) -> dict[str, Any]:
         """Answer a non-streaming request with its body; raises ProxyError."""
         return self.complete(self.prepare(session, dialect, body))
 
-    def count_tokens(self, session: ProxySession, dialect: Dialect, body: dict[str, Any]) -> int:
+    def count_tokens(self, session: ProxySession, dialect: Dialect, body: Body) -> int:
         """Prompt tokens a request would take (no generation, nothing recorded)."""
-        request = dialect.parse(body)
+        request = read_request(dialect, body)
         text = render_text(self.inference.tokenizer, request, self.template)
         return len(tokenize_prompt(self.inference.tokenizer, text, None, self.prefix_cache).ids)
 
     # -------------------------------------------------------------- stages
 
-    def prepare(self, session: ProxySession, dialect: Dialect, body: dict[str, Any]) -> Call:
+    def prepare(self, session: ProxySession, dialect: Dialect, body: Body) -> Call:
         """Parse and render; reserve the call's index in its thread. Raises ProxyError."""
-        request = dialect.parse(body)
+        request = read_request(dialect, body)
         request.model = request.model or self.model_name
+        request.tools = self.tools.share(request.tools)
         if request.stream and not isinstance(dialect, StreamingDialect):
             raise BadRequest(
                 f"dialect {dialect.name!r} cannot stream; send the request with stream: false",

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
-from lego_rl.proxy import errors, jsonio
+from lego_rl.proxy import errors
 from lego_rl.proxy.errors import ProxyError, openai_error
 from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.pipeline import CallHandler, Reply
@@ -196,9 +196,7 @@ class ProxyServer:
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    def _serve(
-        self, session: ProxySession, dialect: Dialect, body: dict[str, Any], reply: Any
-    ) -> None:
+    def _serve(self, session: ProxySession, dialect: Dialect, body: bytes, reply: Any) -> None:
         """The worker side of one call: whatever goes wrong, the client gets an answer."""
         started = False
 
@@ -219,51 +217,34 @@ class ProxyServer:
 
     async def _body(
         self, request: Request, session: ProxySession, dialect: Dialect
-    ) -> dict[str, Any] | Response:
-        """The request's JSON object, or the error response (400, 413) in the dialect's shape."""
+    ) -> bytes | Response:
+        """The request's body, or the 413 in the dialect's shape. (The worker reads it: a
+        malformed one is a 400 from there.)"""
         declared = request.headers.get("content-length", "")
         size = int(declared) if declared.isdigit() else 0
         raw = b"" if size > self.max_body_bytes else await request.body()
-        failure: tuple[int, str, str]
-        if max(size, len(raw)) > self.max_body_bytes:
-            message = (
-                f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
-                f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
-            )
-            failure = (413, message, errors.TOO_LARGE)
-        else:
-            try:
-                body = jsonio.loads(raw)
-            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                failure = (
-                    400,
-                    f"request body is not valid JSON: {exc}",
-                    errors.INVALID_REQUEST,
-                )
-            else:
-                if isinstance(body, dict):
-                    return body
-                failure = (
-                    400,
-                    "request body must be a JSON object",
-                    errors.INVALID_REQUEST,
-                )
-        status, message, kind = failure
-        session.rejected.append(f"{status} {kind}: {message}")
-        return _error(dialect, status, message, kind)
+        if max(size, len(raw)) <= self.max_body_bytes:
+            return raw
+        message = (
+            f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
+            f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
+        )
+        session.rejected.append(f"413 {errors.TOO_LARGE}: {message}")
+        return _error(dialect, 413, message, errors.TOO_LARGE)
 
     async def _count(
         self,
         loop: asyncio.AbstractEventLoop,
         session: ProxySession,
         dialect: Dialect,
-        body: Any,
+        body: bytes,
     ) -> Response:
         try:
             n = await loop.run_in_executor(
                 self._executor, self.handler.count_tokens, session, dialect, body
             )
         except ProxyError as exc:
+            session.rejected.append(f"{exc.status} {exc.kind}: {exc.message}")
             return _error(dialect, exc.status, exc.message, exc.kind)
         return JSONResponse({"input_tokens": n})
 

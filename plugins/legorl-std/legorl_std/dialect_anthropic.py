@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import require
+from lego_rl.proxy.jsonio import loads
+from lego_rl.proxy.jsontexts import TextMemo, field_texts, item_texts
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import model_name, request_sampling, text_of
 from lego_rl.proxy.streaming import fragments, sse
@@ -153,6 +155,11 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     return tools
 
 
+def _system(raw: Any) -> str:
+    """``system`` (a string or text blocks) as text; "" when absent or empty."""
+    return text_of(raw, "system") if raw else ""
+
+
 def tool_use_id(call_id: str) -> str:
     return "toolu_" + call_id.removeprefix("call_")
 
@@ -182,7 +189,9 @@ class AnthropicDialect:
     """Anthropic Messages: request parsing, response, stream and error shapes.
 
     A conversation's earlier messages are parsed once: later calls reuse them through a
-    :class:`MessageMemo` (exact; the parsed messages are shared, never to be mutated)."""
+    :class:`MessageMemo`, and the system prompt and tool list through :class:`TextMemo`s (exact;
+    what they keep is shared, never to be mutated). :meth:`parse_body` reads a body as texts
+    (:mod:`lego_rl.proxy.jsontexts`), so what a call re-sends is recognised, not parsed."""
 
     name = "anthropic-messages"
     routes = (("POST", "/v1/messages"),)
@@ -190,6 +199,8 @@ class AnthropicDialect:
 
     def __init__(self) -> None:
         self.memo = MessageMemo(parse_message)
+        self.systems: TextMemo[str] = TextMemo(_system)
+        self.tools: TextMemo[list[dict[str, Any]]] = TextMemo(_tools)
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         raw_messages = body.get("messages")
@@ -198,11 +209,43 @@ class AnthropicDialect:
             "messages must be a non-empty list",
             "messages",
         )
-        messages: list[ChatMessage] = []
-        system = body.get("system")
-        if system:
-            messages.append(ChatMessage(role="system", content=text_of(system, "system")))
-        messages.extend(self.memo.parse(raw_messages))
+        tools = body.get("tools")
+        return self._request(
+            body,
+            _system(body.get("system")),
+            self.memo.parse(raw_messages),
+            _tools(tools) if tools is not None else [],
+        )
+
+    def parse_body(self, body: bytes) -> ChatRequest | None:
+        """:meth:`parse` of a request body's bytes, reading only what earlier requests did not
+        have; None when the body is not what the memos can take (not a JSON object, messages
+        not a non-empty array, a text that is not JSON): :meth:`parse` of the body then says
+        what is wrong. ``raw`` of the request holds the top-level fields but these three."""
+        fields = field_texts(body)
+        if fields is None or "messages" not in fields:
+            return None
+        texts = item_texts(fields.pop("messages"))
+        if not texts:
+            return None
+        system, tools = fields.pop("system", b"null"), fields.pop("tools", b"null")
+        try:
+            rest = {key: loads(text) for key, text in fields.items()}
+            messages = self.memo.parse_texts(texts)
+            system_text = self.systems.get(system)
+            tool_list = self.tools.get(tools) if tools != b"null" else []
+        except ValueError:
+            return None
+        return self._request(rest, system_text, messages, tool_list)
+
+    def _request(
+        self,
+        body: dict[str, Any],
+        system: str,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+    ) -> ChatRequest:
+        """The request from its parsed parts and the rest of the body's fields."""
         choice = body.get("tool_choice")
         require(
             choice is None or (isinstance(choice, dict) and "type" in choice),
@@ -211,9 +254,10 @@ class AnthropicDialect:
         )
         stream = body.get("stream", False)
         require(isinstance(stream, bool), "stream must be a boolean", "stream")
+        head = [ChatMessage(role="system", content=system)] if system else []
         return ChatRequest(
-            messages=messages,
-            tools=_tools(body["tools"]) if body.get("tools") is not None else [],
+            messages=[*head, *messages],
+            tools=tools,
             sampling=request_sampling(body, ("max_tokens",)),
             model=model_name(body),
             stream=stream,
