@@ -4,16 +4,18 @@ Requests are synthesised like Claude Code's (anthropic-messages, ~75 KB: a long 
 and 24 tools shared by every session, a growing history of tool calls and results). The load
 runs in a separate process (as harnesses do), so the proxy's process does only proxy work.
 
-- ``p50/p99_overhead_ms``: sessions call at a harness's pace against a backend that takes
-  ``gen_ms`` per call, once through the proxy and once directly: the same backend behind a bare
-  HTTP endpoint on the same server stack (uvicorn, Starlette, a worker thread per call) that
-  reads the body and answers a fixed reply of the same shape, parsing, rendering, tokenizing,
-  recording and formatting nothing. Overhead = a call's latency through the proxy minus the
-  same call's (session, turn) latency direct: what the proxy adds, the HTTP a harness pays to
-  reach any backend left out. ``*_overhead_vs_call_ms`` keep the stricter figure against the
-  backend called in process (HTTP and the machine's wake-ups included).
-- ``calls_per_s_per_core``: closed loop against an instant backend; calls per CPU-second of
-  the proxy's process.
+- ``p50/p99_overhead_ms``: sessions call at a harness's pace: ``gen_ms`` of generation, then a
+  pause while the harness runs tools (``pause_ms`` on average, each within ``pause_jitter`` of
+  it; sessions start in groups of 4), once through the proxy and once directly: the same
+  backend behind a bare HTTP endpoint on the same server stack (uvicorn, Starlette, a worker
+  thread per call) that reads the body and answers a fixed reply of the same shape, parsing,
+  rendering, tokenizing, recording and formatting nothing. Overhead = a call's latency through
+  the proxy minus the same call's (session, turn) latency direct: what the proxy adds, the HTTP
+  a harness pays to reach any backend left out. ``*_overhead_vs_call_ms`` keep the stricter
+  figure against the backend called in process (HTTP and the machine's wake-ups included).
+- ``calls_per_s_per_core``: closed loop against an instant backend for ``throughput_s`` (each
+  session starts a new conversation after ``turns`` calls); calls per CPU-second of the
+  proxy's process.
 - ``tokenize_turn100_over_turn1``: tokenizing turn 100 of one session over turn 1 (both with
   the shared system/tools prefix cached); ``render_tokenize_turn100_over_turn1`` adds the
   chat-template rendering (incremental: only the messages a turn adds are rendered). Turn 1
@@ -30,13 +32,16 @@ import argparse
 import asyncio
 import gc
 import http.client
+import itertools
 import json
 import multiprocessing
 import statistics
 import threading
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import urlsplit
 
@@ -148,15 +153,33 @@ Latency = tuple[int, int, float, int]
 """(session index, turn, seconds, request bytes) of one call."""
 
 
+@dataclass(frozen=True)
+class Pacing:
+    """A harness's time between calls (running the tools the model asked for): ``pause``
+    seconds on average, each pause drawn uniformly within ``jitter`` of it (0.5: 0.5x-1.5x),
+    the same draws for a session in every run (so runs compare call by call). With no jitter,
+    sessions that start together call together to the end (lockstep)."""
+
+    pause: float
+    jitter: float = 0.0
+
+    def pauses(self, session: int) -> Iterator[float]:
+        draw = random.Random(session)
+        while True:
+            yield self.pause * (1 + self.jitter * (2 * draw.random() - 1))
+
+
 def _load(
     url: str,
     sessions: list[tuple[str, str]],
     turns: int,
-    pause: float,
+    pacing: Pacing,
     deadline: float,
+    repeat: bool,
     out: Any,
 ) -> None:
-    """Child process: each session runs ``turns`` calls in its own thread; puts its Latencies."""
+    """Child process: each session runs ``turns`` calls in its own thread (``repeat``: then a
+    new conversation, and so on until ``deadline``); puts its Latencies."""
     shared = {"system": system_blocks(), "tools": tools()}
     latencies: list[Latency] = []
     lock = threading.Lock()
@@ -165,10 +188,14 @@ def _load(
     def run(index: int, sid: str, key: str) -> None:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
         messages = first_messages(index)
-        time.sleep(pause * (index % 16) / 16)  # sessions start staggered, as trials do
-        for turn in range(turns):
+        pauses = pacing.pauses(index)
+        time.sleep(pacing.pause * (index % 16) / 16)  # trials start in groups, staggered
+        for call in itertools.count() if repeat else range(turns):
+            turn = call % turns
             if time.monotonic() > deadline:
                 return
+            if call and not turn:
+                messages = first_messages(index)
             data = body(messages, shared)
             start = time.perf_counter()
             conn.request(
@@ -183,10 +210,10 @@ def _load(
             if response.status != 200:
                 raise RuntimeError(f"server answered {response.status}: {raw[:300]!r}")
             with lock:
-                latencies.append((index, turn, elapsed, len(data)))
+                latencies.append((index, call, elapsed, len(data)))
             next_turn(messages, json.loads(raw), turn)
-            if pause:
-                time.sleep(pause)
+            if pacing.pause:
+                time.sleep(next(pauses))
 
     threads = [
         threading.Thread(target=run, args=(i, sid, key)) for i, (sid, key) in enumerate(sessions)
@@ -199,14 +226,21 @@ def _load(
 
 
 def _drive(
-    url: str, sessions: list[tuple[str, str]], turns: int, pause: float, seconds: float
+    url: str,
+    sessions: list[tuple[str, str]],
+    turns: int,
+    pacing: Pacing,
+    seconds: float,
+    repeat: bool = False,
 ) -> dict[str, Any]:
     """Run the load process against ``url``: its latencies, and this process's CPU, wall time
     and collector pauses meanwhile."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     deadline = time.monotonic() + seconds
-    child = ctx.Process(target=_load, args=(url, sessions, turns, pause, deadline, out))
+    child = ctx.Process(
+        target=_load, args=(url, sessions, turns, pacing, deadline, repeat, out)
+    )
     with GcPauses() as pauses:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         child.start()
@@ -251,8 +285,9 @@ def _serve_load(
     delay: float,
     n_sessions: int,
     turns: int,
-    pause: float,
+    pacing: Pacing,
     seconds: float,
+    repeat: bool = False,
 ) -> dict[str, Any]:
     from legorl_std.dialect_anthropic import AnthropicDialect
 
@@ -272,7 +307,8 @@ def _serve_load(
             )
             for i in range(n_sessions)
         ]
-        run = _drive(server.url, [(s.id, s.api_key) for s in opened], turns, pause, seconds)
+        sessions = [(s.id, s.api_key) for s in opened]
+        run = _drive(server.url, sessions, turns, pacing, seconds, repeat)
         calls = [c for s in opened for c in s.calls]
         return run | {
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
@@ -330,7 +366,7 @@ def direct_app(backend: PacedInference, workers: int = 256) -> Any:
 
 
 def _direct_load(
-    tokenizer: Any, delay: float, n_sessions: int, turns: int, pause: float, seconds: float
+    tokenizer: Any, delay: float, n_sessions: int, turns: int, pacing: Pacing, seconds: float
 ) -> dict[str, Any]:
     from lego_rl.proxy.threaded import ThreadedServer
 
@@ -340,7 +376,7 @@ def _direct_load(
     port = server.start(30, "the direct endpoint did not start")
     try:
         sessions = [(f"direct-{i}", "") for i in range(n_sessions)]
-        return _drive(f"http://127.0.0.1:{port}", sessions, turns, pause, seconds)
+        return _drive(f"http://127.0.0.1:{port}", sessions, turns, pacing, seconds)
     finally:
         server.stop()
 
@@ -446,6 +482,12 @@ def main(args: list[str]) -> dict[str, Any]:
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--gen-ms", type=float, default=200.0)
     parser.add_argument("--pause-ms", type=float, default=1000.0, help="harness time between calls")
+    parser.add_argument(
+        "--pause-jitter",
+        type=float,
+        default=0.5,
+        help="each pause within this share of --pause-ms (tools take varying time); 0: lockstep",
+    )
     parser.add_argument("--paced-s", type=float, default=75.0, help="cap on the paced run")
     parser.add_argument("--throughput-s", type=float, default=15.0)
     parser.add_argument("--throughput-sessions", type=int, default=8)
@@ -460,7 +502,7 @@ def main(args: list[str]) -> dict[str, Any]:
         opts.gen_ms / 1e3,
         opts.sessions,
         opts.turns,
-        opts.pause_ms / 1e3,
+        Pacing(opts.pause_ms / 1e3, opts.pause_jitter),
         opts.paced_s,
     )
     direct = _direct_load(*paced_args)
@@ -480,7 +522,13 @@ def main(args: list[str]) -> dict[str, Any]:
     }
 
     closed = _serve_load(
-        tokenizer, 0.0, opts.throughput_sessions * 4, opts.turns, 0.0, opts.throughput_s
+        tokenizer,
+        0.0,
+        opts.throughput_sessions * 4,
+        opts.turns,
+        Pacing(0.0),
+        opts.throughput_s,
+        repeat=True,
     )
     calls = len(closed["latencies"])
     figures |= {
