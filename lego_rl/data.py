@@ -171,9 +171,15 @@ class TrialResult(BaseModel):
     trajectory: Trajectory | None = None
     """The main agent's token-exact training material."""
     subagents: list[Trajectory] = Field(default_factory=list)
-    """Sub-agent sessions of the same trial (flagged, trained or dropped per spec)."""
+    """Sub-agent sessions of the same trial (flagged, trained or dropped per ``run.subagents``)."""
     fidelity: list[dict[str, float]] = Field(default_factory=list)
     """Per trajectory (main first): segments, calls, trained tokens, sampled share, rewrites..."""
     call_versions: list[tuple[int, int]] = Field(default_factory=list)
     """(policy version, sampled tokens) of every generated call, in order."""
     calls: int = 0
+
+    def trajectories(self, *, subagents: bool) -> list[Trajectory]:
+        """What a trainer learns from: the main agent's trajectory, then (``subagents``) those of
+        the sub-agents it started."""
+        main = [self.trajectory] if self.trajectory is not None else []
+        return main + (self.subagents if subagents else [])

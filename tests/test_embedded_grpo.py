@@ -256,6 +256,18 @@ def test_build_rows_copies_segments_and_aligns_masked_logprobs():
         )
 
 
+def test_build_rows_trains_subagents_only_when_asked():
+    result = trial(1.0, [segment([1, 2], [3], [-0.5])], "main")
+    result.subagents = [Trajectory(session="main.sub1", subagent=True, segments=[segment([7], [8, 9], [-0.1, -0.2])])]
+    assert len(build_rows([[result]], [[0.5]])) == 1
+    rows = build_rows([[result]], [[0.5]], subagents=True)
+    assert len(rows) == 2 and rows.trials == 1
+    assert rows.ids[1].tolist()[:3] == [7, 8, 9] and rows.advantages.tolist() == [0.5, 0.5]
+    assert rows.seq_tokens.tolist() == [3, 3]  # the trial's tokens: main and sub-agent together
+    alone = TrialResult(trial_id="s", task="task", subagents=result.subagents)
+    assert len(build_rows([[alone]], [[1.0]], subagents=True)) == 1
+
+
 def test_build_rows_rejects_misaligned_segment():
     bad = Segment(ids=[1, 2, 3], loss_mask=[0, 1, 1], logprobs=[0.0, -1.0])
     with pytest.raises(ValueError, match="trial x: .*align"):

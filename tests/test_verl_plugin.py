@@ -53,6 +53,11 @@ def errors_of(spec: Spec, tmp_path: Path, **options) -> dict[str, str]:
 # ---------------------------------------------------------------- config translation
 
 
+def test_training_subagents_is_refused_with_the_reason(tmp_path: Path) -> None:
+    errors = errors_of(load("claude-code-swe.yaml", "run.subagents=train"), tmp_path)
+    assert "one sequence per trial" in errors["run.subagents"]
+
+
 def test_claude_code_swe_translates_to_a_fully_resolved_verl_config(tmp_path: Path) -> None:
     spec = load("claude-code-swe.yaml")
     cfg = resolved(verl_config(spec, tmp_path))  # as shipped

@@ -115,6 +115,13 @@ class RunSpec(Strict):
         default=False,
         description="Draw tasks by their history in this run: always-solved and never-solved tasks less often, none dropped.",
     )
+    subagents: Literal["drop", "train"] = Field(
+        default="drop",
+        description=(
+            "Trajectories of the sub-agents a harness starts (e.g. Claude Code's Task tool): trained "
+            "with their trial's advantage, or kept in the results only."
+        ),
+    )
     retries: int = Field(
         default=2, ge=0, description="Times a trial that failed through infrastructure is run again."
     )

@@ -119,9 +119,13 @@ class Rows:
 
 
 def build_rows(
-    groups: Sequence[Sequence[TrialResult]], advantages: Sequence[Sequence[float]]
+    groups: Sequence[Sequence[TrialResult]],
+    advantages: Sequence[Sequence[float]],
+    *,
+    subagents: bool = False,
 ) -> Rows:
-    """One row per segment of every trial; ``advantages[g][i]`` belongs to ``groups[g][i]``."""
+    """One row per segment of every trial (``subagents``: its sub-agents' segments too, with the
+    trial's advantage); ``advantages[g][i]`` belongs to ``groups[g][i]``."""
     seqs: list[tuple[list[int], list[int], list[float], list[Routing | None]]] = []
     adv: list[float] = []
     trial: list[int] = []
@@ -132,7 +136,8 @@ def build_rows(
         for result, a in zip(group, group_adv, strict=True):
             segments = [
                 s
-                for s in (result.trajectory.segments if result.trajectory else [])
+                for trajectory in result.trajectories(subagents=subagents)
+                for s in trajectory.segments
                 if _trained(s.loss_mask)
             ]
             if not segments:

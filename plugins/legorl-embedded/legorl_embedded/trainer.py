@@ -176,7 +176,7 @@ class EmbeddedTrainer:
             trainable = [g for g in map(_without_infrastructure, kept) if g]
             infrastructure = sum(map(len, kept)) - sum(map(len, trainable))
             advantages = [ctx.optimizer.advantages(g) for g in trainable]
-            rows = build_rows(trainable, advantages)
+            rows = build_rows(trainable, advantages, subagents=ctx.spec.run.subagents == "train")
             result = self.train_step(model, opt, rows, ctx.optimizer.loss, scoring)
             schedule.step()
             load_weights(model.state_dict(), version=step + 1)

@@ -103,6 +103,14 @@ def translate(
     values.update(_objective(spec.optimizer.plugin, optimizer, errors))
     values.update(_filter(spec, filter))
     values.update(_trainer(spec, options, run_dir))
+    if spec.run.subagents == "train":
+        errors.append(
+            (
+                "run.subagents",
+                "verl trains one sequence per trial (its agent loop's output); sub-agent "
+                "trajectories are kept in the results only: use subagents: drop, or the embedded trainer",
+            )
+        )
     values["data.train_files"] = values["data.val_files"] = str(run_dir / TASKS_FILE)
     if errors:
         raise TranslationError(errors)
