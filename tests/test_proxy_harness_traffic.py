@@ -1,0 +1,44 @@
+"""Recorded Claude Code, Codex and mini-swe-agent traffic replayed through the proxy.
+
+``fixtures/harness-traffic.json`` holds what the unmodified CLIs sent through a real proxy
+while solving the kit's fix-add task (``fixtures/record_harness_traffic.py`` writes it; long
+strings cut). Replayed without the binaries: every real request shape parses, each call after
+the first extends the one before token for token (the harness's echo of the proxy's reply is
+recognised), and the trajectory trains exactly the sampled tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lego_rl.proxy.doubles import scripted_proxy
+from lego_rl.registry import BuildContext, default_registry
+
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "harness-traffic.json").read_text())
+
+
+@pytest.mark.parametrize("recorded", RECORDED, ids=[r["harness"] for r in RECORDED])
+def test_recorded_requests_replay_as_one_token_exact_segment(recorded):
+    dialect = default_registry().build("dialect", recorded["dialect"], None, BuildContext())
+    _, path = recorded["route"]
+    replies = recorded["replies"]
+    with scripted_proxy({dialect.name: dialect}, replies, max_context=1 << 17) as (server, session, _):
+        for body in recorded["requests"]:
+            response = httpx.post(
+                session.base_url(server.url) + path,
+                json=body,
+                headers={"authorization": f"Bearer {session.api_key}"},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+        calls = session.calls
+        assert [c.error for c in calls] == [None] * len(recorded["requests"])
+        assert [c.extends_previous for c in calls] == [False] + [True] * (len(calls) - 1)
+        (trajectory,) = session.trajectories()
+        assert len(trajectory.segments) == 1 and not trajectory.rolled_back
+        assert trajectory.trained_tokens == sum(len(c.completion_ids) for c in calls)
+        assert session.metrics()[0]["sampled_share"] == 1.0
+        assert not session.rejected and not session.malformed
