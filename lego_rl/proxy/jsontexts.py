@@ -28,6 +28,7 @@ _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 
 T = TypeVar("T")
+_MISSING = object()
 
 
 def field_texts(body: bytes) -> dict[str, bytes] | None:
@@ -74,5 +75,3 @@ class TextMemo(Generic[T]):
                 self.entries.popitem(last=False)
         return value
 
-
-_MISSING = object()
