@@ -17,7 +17,6 @@ Routing = list[list[int]]
 """Experts one token was routed to: one list of top-k expert ids per MoE layer."""
 
 
-
 class Termination(StrEnum):
     """Why a trial ended."""
 

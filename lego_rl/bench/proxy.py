@@ -36,8 +36,8 @@ import itertools
 import json
 import multiprocessing
 import statistics
-import threading
 import random
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -150,7 +150,7 @@ class PacedInference:
 
 
 Latency = tuple[int, int, float, int]
-"""(session index, turn, seconds, request bytes) of one call."""
+"""(session index, call index within the session, seconds, request bytes) of one call."""
 
 
 @dataclass(frozen=True)
@@ -324,15 +324,15 @@ def _serve_load(
         server.stop()
 
 
-def direct_app(backend: PacedInference, workers: int = 256) -> Any:
-    """The backend behind a bare endpoint: read the body, generate in a worker thread, answer
-    a fixed Anthropic message with a tool call (the proxy's reply to the backend's text)."""
+def direct_app(backend: PacedInference, executor: ThreadPoolExecutor) -> Any:
+    """The backend behind a bare endpoint: read the body, generate in a thread of ``executor``
+    (as many as the proxy's, so neither queues), answer a fixed Anthropic message with a tool
+    call (the proxy's reply to the backend's text)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-    executor = ThreadPoolExecutor(workers, thread_name_prefix="bench-direct")
     replies = [
         json.dumps(
             {
@@ -370,8 +370,9 @@ def _direct_load(
 ) -> dict[str, Any]:
     from lego_rl.proxy.threaded import ThreadedServer
 
+    executor = ThreadPoolExecutor(256, thread_name_prefix="bench-direct")
     server = ThreadedServer(
-        direct_app(PacedInference(tokenizer, delay)), "127.0.0.1", 0, "bench-direct"
+        direct_app(PacedInference(tokenizer, delay), executor), "127.0.0.1", 0, "bench-direct"
     )
     port = server.start(30, "the direct endpoint did not start")
     try:
@@ -379,6 +380,7 @@ def _direct_load(
         return _drive(f"http://127.0.0.1:{port}", sessions, turns, pacing, seconds)
     finally:
         server.stop()
+        executor.shutdown(wait=False)
 
 
 def _percentile(values: list[float], q: float) -> float:
