@@ -75,6 +75,9 @@ class Sampling(BaseModel):
     top_k: int = -1
     max_tokens: int = 256
     stop_token_ids: list[int] = Field(default_factory=list)
+    stop: list[str] = Field(default_factory=list)
+    """Stop strings: the reply ends where the first appears (the proxy enforces them; a backend
+    may stop there itself)."""
     seed: int | None = None
 
 

@@ -172,6 +172,8 @@ class ChatCompletion:
     reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: Literal["stop", "length", "tool_calls"] = "stop"
+    stop_sequence: str | None = None
+    """The request's stop string that ended the reply, if one did (not part of ``content``)."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
 

@@ -21,10 +21,15 @@ def json_object(body: bytes) -> dict[str, Any]:
     return value
 
 
-def request_sampling(body: dict[str, Any], max_keys: Sequence[str]) -> Sampling:
+def request_sampling(
+    body: dict[str, Any], max_keys: Sequence[str], stop_key: str | None = None, stop_limit: int | None = None
+) -> Sampling:
     """The sampling fields a request sets (only those, so the proxy tells them from defaults).
-    Of ``max_keys`` (the dialect's names for the completion budget) the last one set wins."""
+    Of ``max_keys`` (the dialect's names for the completion budget) the last one set wins;
+    ``stop_key`` names the dialect's stop strings (a string or a list of at most ``stop_limit``)."""
     fields: dict[str, Any] = {}
+    if stop_key is not None and body.get(stop_key) is not None:
+        fields["stop"] = stop_strings(body[stop_key], stop_key, stop_limit)
     for key in ("temperature", "top_p"):
         if body.get(key) is not None:
             require(isinstance(body[key], int | float), f"{key} must be a number", key)
@@ -44,6 +49,18 @@ def request_sampling(body: dict[str, Any], max_keys: Sequence[str]) -> Sampling:
         require(isinstance(body["seed"], int), "seed must be an integer", "seed")
         fields["seed"] = body["seed"]
     return Sampling(**fields)
+
+
+def stop_strings(value: Any, param: str, limit: int | None) -> list[str]:
+    """A request's stop strings: one string or a list of them."""
+    stops = [value] if isinstance(value, str) else value
+    require(
+        isinstance(stops, list) and all(isinstance(s, str) and s for s in stops),
+        f"{param} must be a non-empty string or a list of non-empty strings",
+        param,
+    )
+    require(limit is None or len(stops) <= limit, f"{param} takes at most {limit} strings", param)
+    return stops
 
 
 def model_name(body: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from lego_rl.proxy.render import (
 )
 from lego_rl.proxy.session import ProxySession, Thread
 from lego_rl.proxy.shared_tools import SharedTools
+from lego_rl.proxy.stopstrings import StopScanner, cut_at_stop
 from lego_rl.proxy.streaming import IncrementalDecoder, StreamingDialect
 from lego_rl.proxy.toolcalls import (
     THINK_OPEN,
@@ -55,14 +56,16 @@ def stop_ids(tokenizer: Any, sampling: Sampling) -> list[int]:
 def effective_sampling(
     session: Sampling, requested: Sampling, *, room: int, stop: list[int]
 ) -> Sampling:
-    """The session's distribution; a request may only lower max_tokens (and pick a seed when the
-    session has none). ``room`` is what the context has left after the prompt."""
+    """The session's distribution; a request may only lower max_tokens, add stop strings (and
+    pick a seed when the session has none). ``room`` is what the context has left after the
+    prompt."""
     max_tokens = min(session.max_tokens, room)
     if "max_tokens" in requested.model_fields_set:
         max_tokens = min(max_tokens, requested.max_tokens)
     seed = session.seed if session.seed is not None else requested.seed
+    strings = list(dict.fromkeys([*session.stop, *requested.stop]))
     return session.model_copy(
-        update={"max_tokens": max_tokens, "stop_token_ids": stop, "seed": seed}
+        update={"max_tokens": max_tokens, "stop_token_ids": stop, "stop": strings, "seed": seed}
     )
 
 
@@ -104,13 +107,16 @@ def system_prompt(request: ChatRequest) -> str:
     return "\n".join(parts)
 
 
-def to_completion(parsed: ParsedCompletion, gen: Generation, prompt_tokens: int) -> ChatCompletion:
+def to_completion(
+    parsed: ParsedCompletion, gen: Generation, prompt_tokens: int, stop_sequence: str | None = None
+) -> ChatCompletion:
     finish = "length" if gen.finish_reason == "length" else "stop"
     return ChatCompletion(
         content=parsed.content,
         reasoning=parsed.reasoning,
         tool_calls=parsed.tool_calls,
         finish_reason="tool_calls" if parsed.tool_calls else finish,
+        stop_sequence=stop_sequence,
         prompt_tokens=prompt_tokens,
         completion_tokens=len(gen.completion_ids),
     )
@@ -129,6 +135,8 @@ class Call:
     sampling: Sampling
     stop: list[int]
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    stopped_by: str | None = None
+    """The stop string that ended the reply, once generated."""
 
     @property
     def in_reasoning(self) -> bool:
@@ -258,19 +266,19 @@ class CallHandler:
         ids = list(gen.completion_ids)
         while ids and ids[-1] in call.stop:
             ids.pop()
-        parsed = parse_completion(
-            decode(tokenizer, ids),
-            in_reasoning=call.in_reasoning,
-            tools=call.request.tools,
-        )
+        text = decode(tokenizer, ids)
+        if call.stopped_by is not None:
+            text = text[: text.find(call.stopped_by)]
+        parsed = parse_completion(text, in_reasoning=call.in_reasoning, tools=call.request.tools)
         self._finish(call, gen, parsed.malformed)
-        completion = to_completion(parsed, gen, len(call.record.prompt_ids))
+        completion = to_completion(parsed, gen, len(call.record.prompt_ids), call.stopped_by)
         return call.dialect.format(call.request, completion, call.reply_id)
 
     def _stream(self, call: Call, reply: Callable[[Reply], None]) -> None:
         """Generate, sending each decided piece of the reply as the tokens arrive."""
         formatter = call.dialect.stream(call.request, call.reply_id)  # type: ignore[attr-defined]
         decoder = IncrementalDecoder(self.inference.tokenizer, call.stop)
+        scanner = StopScanner(call.sampling.stop)
         parser = CompletionParser(in_reasoning=call.in_reasoning, tools=call.request.tools)
         parsed = ParsedCompletion(content="")
         streamed = 0
@@ -288,7 +296,7 @@ class CallHandler:
             if broken:
                 return
             try:
-                text = decoder.push(token)
+                text = scanner.push(decoder.push(token))
                 if text:
                     send(parser.feed(text))
             except Exception as exc:  # noqa: BLE001 - a formatting bug must not kill generation
@@ -306,12 +314,12 @@ class CallHandler:
             if broken:
                 raise RuntimeError(broken[0])
             for token in gen.completion_ids[streamed:]:  # a backend that did not stream
-                text = decoder.push(token)
+                text = scanner.push(decoder.push(token))
                 if text:
                     send(parser.feed(text))
-            send(parser.finish())
+            send(parser.feed(scanner.flush()) + parser.finish())
             self._finish(call, gen, parser.malformed)
-            completion = to_completion(parsed, gen, len(call.record.prompt_ids))
+            completion = to_completion(parsed, gen, len(call.record.prompt_ids), call.stopped_by)
             reply(("data", formatter.finish(completion)))
         except Exception as exc:  # noqa: BLE001 - the stream has started; end it with an error
             message = f"proxy failure: {type(exc).__name__}: {exc}"
@@ -331,6 +339,7 @@ class CallHandler:
             else:
                 gen = self.inference.generate(prompt, call.sampling, on_token=on_token)
             check_generation(gen, call.sampling.max_tokens)
+            gen, call.stopped_by = cut_at_stop(self.inference.tokenizer, gen, call.sampling.stop, call.stop)
         except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, then a 500
             gen = None
             record.error = f"{type(exc).__name__}: {exc}"

@@ -8,7 +8,8 @@ use for (``metadata``, ``context_management``, ``output_config``, ``cache_contro
 ``?beta=true`` query. Streaming sends Anthropic's event sequence (message_start, ping,
 content_block_start/delta/stop for thinking, text and tool_use, message_delta, message_stop).
 As everywhere on the proxy, the session's sampling is authoritative; a request may only lower
-``max_tokens``. ``stop_sequences`` are accepted but not enforced.
+``max_tokens`` and add ``stop_sequences`` (the reply ends before the first one met:
+``stop_reason: "stop_sequence"`` and the string in ``stop_sequence``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ ERROR_TYPES = {
     529: "overloaded_error",
 }
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def stop_fields(completion: ChatCompletion) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence`` of a finished reply."""
+    if completion.stop_sequence is not None and not completion.tool_calls:
+        return {"stop_reason": "stop_sequence", "stop_sequence": completion.stop_sequence}
+    return {"stop_reason": STOP_REASONS[completion.finish_reason], "stop_sequence": None}
 
 
 class AnthropicOptions(BaseModel):
@@ -258,7 +266,7 @@ class AnthropicDialect:
         return ChatRequest(
             messages=[*head, *messages],
             tools=tools,
-            sampling=request_sampling(body, ("max_tokens",)),
+            sampling=request_sampling(body, ("max_tokens",), "stop_sequences"),
             model=model_name(body),
             stream=stream,
             raw=body,
@@ -296,8 +304,7 @@ class AnthropicDialect:
             "role": "assistant",
             "model": request.model,
             "content": self.content(completion),
-            "stop_reason": STOP_REASONS[completion.finish_reason],
-            "stop_sequence": None,
+            **stop_fields(completion),
             "usage": usage(completion.prompt_tokens, completion.completion_tokens),
         }
 
@@ -385,10 +392,7 @@ class AnthropicStream:
         return out + self._close()
 
     def finish(self, completion: ChatCompletion) -> str:
-        delta = {
-            "stop_reason": STOP_REASONS[completion.finish_reason],
-            "stop_sequence": None,
-        }
+        delta = stop_fields(completion)
         return (
             self._close()
             + self._send(

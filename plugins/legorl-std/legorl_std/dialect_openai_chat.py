@@ -4,8 +4,9 @@ Streams with ``stream: true`` (chat.completion.chunk events: the role, content a
 reasoning_content deltas, tool-call deltas with index/id/name then argument fragments, the
 finish reason, usage when ``stream_options.include_usage``, then ``[DONE]``). The
 session's sampling is authoritative, so of the request's sampling fields only ``max_tokens``
-(or ``max_completion_tokens``, which wins) and ``seed`` can take effect; ``stop`` strings and
-``tool_choice`` are accepted and kept in ``ChatRequest.raw`` but not enforced.
+(or ``max_completion_tokens``, which wins) and ``seed`` can take effect, and ``stop`` strings
+(up to 4) end the reply before the first one met; ``tool_choice`` is accepted and kept in
+``ChatRequest.raw`` but not enforced.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class OpenAIChatDialect:
         return ChatRequest(
             messages=[_message(m, f"messages[{i}]") for i, m in enumerate(messages)],
             tools=_tools(body["tools"]) if body.get("tools") is not None else [],
-            sampling=request_sampling(body, ("max_tokens", "max_completion_tokens")),
+            sampling=request_sampling(body, ("max_tokens", "max_completion_tokens"), "stop", 4),
             model=model_name(body),
             stream=bool(body.get("stream", False)),
             raw=body,

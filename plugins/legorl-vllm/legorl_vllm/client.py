@@ -6,7 +6,7 @@ Targets ``vllm serve`` >= 0.33 (the request and response fields below are those 
 - request: ``prompt`` as a list of token ids, ``logprobs: 0`` (the sampled token's log-prob
   only), ``return_token_ids`` (``choices[0].token_ids``; in a stream, the delta of each chunk),
   ``return_tokens_as_token_ids`` (``logprobs.tokens`` as ``"token_id:N"``, the fallback when a
-  server omits ``token_ids``), ``stop_token_ids``, ``seed``, ``top_k``, ``stream``;
+  server omits ``token_ids``), ``stop_token_ids``, ``stop`` (strings), ``seed``, ``top_k``, ``stream``;
 - routed experts (``--enable-return-routed-experts``): non-streaming responses only, in
   ``choices[0].routed_experts``, a base64 ``.npy`` array ``(num_tokens - 1, layers, k)`` over
   prompt + completion from ``routed_experts_prompt_start`` on (the last sampled token has not
@@ -63,6 +63,8 @@ def completion_body(
         "skip_special_tokens": False,
         "stream": stream,
     }
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)  # vLLM stops there itself; the proxy cuts the rest
     if sampling.top_k > 0:
         body["top_k"] = sampling.top_k
     if sampling.seed is not None:

@@ -1,0 +1,70 @@
+"""Stop strings (OpenAI's ``stop``, Anthropic's ``stop_sequences``): the reply ends where the
+first of them appears. The client gets the text before it; the record keeps every sampled token
+up to the one that completed it, so what the policy sampled is what it is trained on (an echo of
+the reply without the stop string then starts a new segment, as any rewrite does). Tokens a
+backend sampled past that point are dropped: autoregressive sampling makes the kept tokens, and
+their log-probs, exactly those of a generation that had stopped there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lego_rl.data import Generation
+from lego_rl.proxy.streaming import IncrementalDecoder
+
+
+class StopScanner:
+    """Finds the first stop string in text that arrives piece by piece; a tail that may begin
+    one is held back until the next piece decides it."""
+
+    def __init__(self, stops: Sequence[str]):
+        self.stops = [s for s in stops if s]
+        self.hit: str | None = None
+        """The stop string found, once found."""
+        self._held = ""
+
+    def push(self, text: str) -> str:
+        """The part of the text so far that can be sent now (nothing once a stop string was found)."""
+        if self.hit is not None or not text:
+            return ""
+        if not self.stops:
+            return text
+        text, self._held = self._held + text, ""
+        found = [(at, stop) for stop in self.stops if (at := text.find(stop)) >= 0]
+        if found:
+            at, self.hit = min(found, key=lambda f: f[0])
+            return text[:at]
+        keep = self._open_tail(text)
+        self._held = text[len(text) - keep :]
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """What was held back, at the end of a reply that met no stop string."""
+        held, self._held = self._held, ""
+        return held
+
+    def _open_tail(self, text: str) -> int:
+        """The length of the longest end of ``text`` that begins some stop string."""
+        longest = min(len(text), max(len(s) for s in self.stops) - 1)
+        for size in range(longest, 0, -1):
+            if any(s.startswith(text[-size:]) for s in self.stops):
+                return size
+        return 0
+
+
+def cut_at_stop(tokenizer: Any, gen: Generation, stops: Sequence[str], stop_ids: Sequence[int]) -> tuple[Generation, str | None]:
+    """``gen`` up to the token whose text completes the first stop string, and that string
+    (``gen`` unchanged and None when none appears)."""
+    if not any(stops):
+        return gen, None
+    scanner = StopScanner(stops)
+    decoder = IncrementalDecoder(tokenizer, list(stop_ids))
+    for index, token in enumerate(gen.completion_ids):
+        scanner.push(decoder.push(token))
+        if scanner.hit is not None:
+            n = index + 1
+            routing = gen.routing[:n] if gen.routing is not None else None
+            update = {"completion_ids": list(gen.completion_ids[:n]), "logprobs": list(gen.logprobs[:n]), "routing": routing, "finish_reason": "stop"}
+            return gen.model_copy(update=update), scanner.hit
+    return gen, None
