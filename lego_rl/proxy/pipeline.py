@@ -267,8 +267,8 @@ class CallHandler:
         while ids and ids[-1] in call.stop:
             ids.pop()
         text = decode(tokenizer, ids)
-        if call.stopped_by is not None:
-            text = text[: text.find(call.stopped_by)]
+        if call.stopped_by is not None and (at := text.find(call.stopped_by)) >= 0:
+            text = text[:at]
         parsed = parse_completion(text, in_reasoning=call.in_reasoning, tools=call.request.tools)
         self._finish(call, gen, parsed.malformed)
         completion = to_completion(parsed, gen, len(call.record.prompt_ids), call.stopped_by)

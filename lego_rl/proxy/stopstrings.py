@@ -53,7 +53,9 @@ class StopScanner:
         return 0
 
 
-def cut_at_stop(tokenizer: Any, gen: Generation, stops: Sequence[str], stop_ids: Sequence[int]) -> tuple[Generation, str | None]:
+def cut_at_stop(
+    tokenizer: Any, gen: Generation, stops: Sequence[str], stop_ids: Sequence[int]
+) -> tuple[Generation, str | None]:
     """``gen`` up to the token whose text completes the first stop string, and that string
     (``gen`` unchanged and None when none appears)."""
     if not any(stops):
@@ -65,6 +67,6 @@ def cut_at_stop(tokenizer: Any, gen: Generation, stops: Sequence[str], stop_ids:
         if scanner.hit is not None:
             n = index + 1
             routing = gen.routing[:n] if gen.routing is not None else None
-            update = {"completion_ids": list(gen.completion_ids[:n]), "logprobs": list(gen.logprobs[:n]), "routing": routing, "finish_reason": "stop"}
-            return gen.model_copy(update=update), scanner.hit
+            kept = {"completion_ids": list(gen.completion_ids[:n]), "logprobs": list(gen.logprobs[:n])}
+            return gen.model_copy(update={**kept, "routing": routing, "finish_reason": "stop"}), scanner.hit
     return gen, None
