@@ -15,6 +15,7 @@ from lego_rl.engine.warmstart import (
     WarmstartError,
     cached,
     demonstration_tasks,
+    describe_turns,
     warmstart_key,
     with_warmstart,
 )
@@ -72,9 +73,15 @@ def test_packing_keeps_replies_as_the_only_trained_positions() -> None:
 
     demos = [Demonstration("t", [1, 2, 3], [4, 5]), Demonstration("t", [1], [6]), Demonstration("t", [7], [])]
     batches = pack(demos, batch_tokens=8)
-    rows = [(ids[i][att[i].bool()].tolist(), ids[i][reply[i]].tolist()) for ids, att, reply in batches for i in range(len(ids))]
-    assert sorted(rows) == [([1, 2, 3, 4, 5], [4, 5]), ([1, 6], [6])]
-    assert all(ids.numel() <= 8 or len(ids) == 1 for ids, _, _ in batches)
+    rows = [
+        (ids[i][att[i].bool()].tolist(), ids[i][reply[i]].tolist(), float(weight[i]))
+        for ids, att, reply, weight in batches
+        for i in range(len(ids))
+    ]
+    assert sorted(rows) == [([1, 2, 3, 4, 5], [4, 5], 1.0), ([1, 6], [6], 1.0)]
+    assert all(ids.numel() <= 8 or len(ids) == 1 for ids, _, _, _ in batches)
+    [[_, _, _, weight]] = pack([Demonstration("t", [1], [2], weight=3.0)], batch_tokens=8)
+    assert weight.tolist() == [3.0]
 
 
 def test_supervised_pass_makes_the_replies_likelier() -> None:
@@ -89,7 +96,7 @@ def test_supervised_pass_makes_the_replies_likelier() -> None:
     demos = [Demonstration("t", prompt, tokenizer.encode("sed -i s/-/+/ calc.py", add_special_tokens=False))] * 4
 
     def nll() -> float:
-        ids, attention, reply = pack(demos[:1], 4096)[0]
+        ids, attention, reply, _ = pack(demos[:1], 4096)[0]
         with torch.no_grad():
             return float(-token_logprobs(model, ids, attention, where=reply, vocab=vocab_size(tokenizer)).sum())
 
@@ -106,7 +113,7 @@ def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> 
     shutil.copytree(REPO / "tasks" / "quickstart", tmp_path / "tasks" / "quickstart")
     overrides = [
         "tasks.options.path=tasks/quickstart",
-        "model.warmstart={demos: 2, epochs: 2, lr: 0.003}",
+        "model.warmstart={demos: 2, epochs: 2, lr: 0.003, describe_share: 0.75}",
         "run.max_tokens=256",
         f"run.output_dir={tmp_path / 'runs'}",
     ]
@@ -118,17 +125,49 @@ def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> 
 
     path = Path(str(warmed.spec.model.path))
     summary = json.loads((path / "warmstart.json").read_text())
-    assert summary["trials"] == 2 and summary["rewarded"] == 2, lines
-    assert summary["demos"] >= 4  # each oracle trial: the tool call, then the final answer
+    assert summary["trials"] == 2 and summary["rewarded"] == 2 and summary["described"] == 2, lines
+    assert summary["demos"] == 6  # each oracle trial: the tool call, the final answer, a description
     assert summary["nll_last_epoch"] < summary["nll_first_epoch"]
     assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     demos = [json.loads(line) for line in (path / "demos.jsonl").read_text().splitlines()]
     assert all(d["prompt_ids"] and d["completion_ids"] for d in demos)
+    from legorl_embedded.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    described = [d for d in demos if d["weight"] != 1.0]
+    assert [d["weight"] for d in described] == [3.0, 3.0]  # 0.75 of the first replies' weight
+    assert all(tokenizer.decode(d["completion_ids"]).startswith("The fix: `sed -i") for d in described)
+    first = [d["prompt_ids"] for d in demos if d["turn"] == 0 and d["weight"] == 1.0]
+    assert sorted(d["prompt_ids"] for d in described) == sorted(first)  # the harness's first prompts
     tasks = registry.build("tasks", "harbor-dir", resolved.block("tasks").options, BuildContext(spec_dir=tmp_path))
     assert cached(resolved.spec, tasks.tasks()) == path
     again: list[str] = []
     assert with_warmstart(resolved, registry, spec, log=again.append).spec.model.path == str(path)
     assert again == [f"warm start: reusing {path}"]
+
+
+def test_a_description_names_every_command() -> None:
+    assert describe_turns(["sed -i s/a/b/ m.py", "true"]) == [{"text": "The fix: `sed -i s/a/b/ m.py`; `true`"}]
+
+
+def test_weights_set_how_often_the_fitted_policy_gives_each_reply() -> None:
+    from legorl_embedded.logprobs import token_logprobs
+    from legorl_embedded.model import build_model
+    from legorl_embedded.supervise import supervise_model
+    from legorl_embedded.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    model = build_model(ModelSpec(name="tiny", max_context=256), tokenizer, seed=0).float()
+    prompt = tokenizer.encode("fix the bug in calc.py", add_special_tokens=False)
+    act, say, emitted = [1000], [2000], 4096  # replies of one token; a head cut to 4096 ids
+    demos = [Demonstration("t", prompt, act), Demonstration("t", prompt, say, weight=3.0)]
+    plan = WarmstartSpec(epochs=30, lr=2e-2, lr_floor=1.0, batch_tokens=4096)
+    supervise_model(model, demos, plan, vocab=emitted, seed=0, log=lambda _: None)
+    ids = torch.tensor([prompt + act, prompt + say])
+    with torch.no_grad():
+        logprobs = token_logprobs(model, ids, torch.ones_like(ids), vocab=emitted)[:, -1]
+    p_act, p_say = logprobs.exp().tolist()
+    assert p_say / p_act == pytest.approx(3.0, rel=0.2) and p_act + p_say > 0.9
 
 
 def test_the_supervised_rate_warms_up_then_settles_to_its_floor() -> None:

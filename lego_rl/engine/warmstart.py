@@ -3,7 +3,11 @@
 Each demonstration is one trial of the spec's harness on one of its tasks, driven by the
 ``scripted`` policy with the task's oracle commands (``[metadata] oracle_commands`` in its
 task.toml) turned into the harness's own tool calls; only trials the verifier rewards are
-kept. The proxy records each call's prompt ids (the harness's real requests, rendered by the
+kept. With ``describe_share``, each oracle trial's first prompt is also answered by a reply
+that only names the fix's commands as text (the harness's first request does not depend on
+the reply, so no trial is needed), weighted so that that share of the first replies describe:
+the warm-started policy then knows the fix but often does not act, and RL has to learn from
+the verifier that running it pays. The proxy records each call's prompt ids (the harness's real requests, rendered by the
 chat template) and the oracle reply's ids; the trainer plugin's ``supervise`` fits the policy
 to those replies. The checkpoint is cached under ``output_dir/warmstart/<key>``, the key a
 hash of everything that shapes it, so a rerun of the same spec reuses it.
@@ -21,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lego_rl.data import Termination, TrialResult
+from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.scripted import scripted_trial
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext, Registry
@@ -43,6 +47,10 @@ class Demonstration:
     task: str
     prompt_ids: list[int]
     completion_ids: list[int]
+    turn: int = 0
+    """The call's place in its trial."""
+    weight: float = 1.0
+    """The reply's weight in the supervised loss."""
 
 
 def warmstart_key(spec: Spec, tasks: list[Task]) -> str:
@@ -108,14 +116,19 @@ def warmstart(
         )
     demos, results = record_demonstrations(resolved, registry, ctx, build, tasks, plan.demos)
     rewarded = sum(r.reward == 1.0 for r in results)
-    log(f"warm start: {rewarded}/{len(results)} oracle trials rewarded, {len(demos)} calls to learn from")
+    described = describe_demonstrations(registry, ctx, demos, tasks, plan.describe_share, spec.run.max_tokens)
+    demos += described
+    log(
+        f"warm start: {rewarded}/{len(results)} oracle trials rewarded, {len(demos)} calls to learn from"
+        + (f" ({len(described)} describing the fix)" if described else "")
+    )
     if not demos:
         reasons = sorted({f"{r.termination.value}: {r.reason[:200]}" for r in results})
         raise WarmstartError("no oracle trial was rewarded, nothing to learn from: " + "; ".join(reasons))
     target.mkdir(parents=True, exist_ok=True)
     (target / "demos.jsonl").write_text("".join(json.dumps(asdict(d)) + "\n" for d in demos))
     metrics = trainer.supervise(demos, plan, target, log)
-    summary = {"demos": len(demos), "trials": len(results), "rewarded": rewarded, **metrics}
+    summary = {"demos": len(demos), "trials": len(results), "rewarded": rewarded, "described": len(described), **metrics}
     (target / DONE).write_text(json.dumps(summary, indent=2) + "\n")
     return target
 
@@ -171,14 +184,41 @@ def record_demonstrations(
         if result.reward != 1.0 or result.termination != Termination.COMPLETED:
             return result, []
         return result, [
-            Demonstration(task.name, list(c.prompt_ids), list(c.completion_ids))
-            for c in calls
+            Demonstration(task.name, list(c.prompt_ids), list(c.completion_ids), turn)
+            for turn, c in enumerate(calls)
             if c.error is None and c.completion_ids
         ]
 
     with ThreadPoolExecutor(max_workers=spec.run.concurrency) as pool:
         outcomes = list(pool.map(one, range(count)))
     return [d for _, demos in outcomes for d in demos], [r for r, _ in outcomes]
+
+
+def describe_demonstrations(
+    registry: Registry,
+    ctx: BuildContext,
+    demos: list[Demonstration],
+    tasks: list[Task],
+    share: float,
+    max_tokens: int,
+) -> list[Demonstration]:
+    """Each oracle trial's first prompt answered by :func:`describe_turns` (through the
+    ``scripted`` backend, as a trial's call would be), weighted ``share / (1 - share)`` against
+    the oracle's first reply of weight 1; none when ``share`` is 0."""
+    if share <= 0:
+        return []
+    commands = {t.name: t.oracle_commands for t in tasks}
+    described = []
+    for demo in (d for d in demos if d.turn == 0):
+        script = {"turns": describe_turns(commands[demo.task])}
+        reply = registry.build("inference", "scripted", script, ctx).generate(demo.prompt_ids, Sampling(max_tokens=max_tokens))
+        described.append(Demonstration(demo.task, demo.prompt_ids, list(reply.completion_ids), 0, share / (1 - share)))
+    return described
+
+
+def describe_turns(commands: list[str]) -> list[dict[str, Any]]:
+    """One scripted reply that names the fix's commands as text and runs none of them."""
+    return [{"text": "The fix: " + "; ".join(f"`{c}`" for c in commands)}]
 
 
 def with_warmstart(

@@ -45,6 +45,15 @@ class WarmstartSpec(Strict):
         description="Options merged over tasks.options for the demonstrations only (e.g. {seed: 1}: "
         "RL then trains on tasks the warm start never saw).",
     )
+    describe_share: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="Share (by loss weight) of the first replies that only describe the fix: each "
+        "oracle trial's first prompt is also answered with the oracle commands as text, running "
+        "nothing. The warm-started policy then knows the fix but often does not act, a common "
+        "failure of agents; RL learns from the verifier that running it pays. 0: none.",
+    )
 
 
 class ModelSpec(Strict):

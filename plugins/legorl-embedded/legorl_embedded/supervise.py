@@ -2,8 +2,9 @@
 
 Each demonstration is one model call recorded through the real harness: the prompt ids the
 proxy rendered and the reply ids the oracle script produced. The loss is the mean negative
-log-prob of the reply tokens (prompt tokens are context only), at temperature 1, routed
-natively (nothing to replay: the replies were not sampled from this policy).
+log-prob of the reply tokens (prompt tokens are context only), each reply's tokens weighted by
+its demonstration's ``weight`` (1 when it has none), at temperature 1, routed natively
+(nothing to replay: the replies were not sampled from this policy).
 """
 
 from __future__ import annotations
@@ -23,19 +24,26 @@ from legorl_embedded.adamw import adamw
 from legorl_embedded.logprobs import token_logprobs
 from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 
-Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-"""(ids, attention mask, reply mask), each ``[B, T]``."""
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""(ids, attention mask, reply mask), each ``[B, T]``, and each row's weight ``[B]``."""
+
+Row = tuple[list[int], int, float]
+"""Prompt + reply ids, the prompt's length, the reply's weight."""
 
 
 def pack(demos: Sequence[Any], batch_tokens: int) -> list[Batch]:
     """Demonstrations sorted by length and packed into right-padded batches of at most
     ``batch_tokens`` padded tokens (a longer demonstration is a batch of its own)."""
-    rows = sorted(
-        (([*d.prompt_ids, *d.completion_ids], len(d.prompt_ids)) for d in demos if d.completion_ids),
+    rows: list[Row] = sorted(
+        (
+            ([*d.prompt_ids, *d.completion_ids], len(d.prompt_ids), float(getattr(d, "weight", 1.0)))
+            for d in demos
+            if d.completion_ids
+        ),
         key=lambda row: len(row[0]),
     )
     batches: list[Batch] = []
-    group: list[tuple[list[int], int]] = []
+    group: list[Row] = []
     for row in rows:
         if group and len(row[0]) * (len(group) + 1) > batch_tokens:
             batches.append(_padded(group))
@@ -46,16 +54,16 @@ def pack(demos: Sequence[Any], batch_tokens: int) -> list[Batch]:
     return batches
 
 
-def _padded(group: list[tuple[list[int], int]]) -> Batch:
-    width = max(len(ids) for ids, _ in group)
+def _padded(group: list[Row]) -> Batch:
+    width = max(len(ids) for ids, _, _ in group)
     ids = torch.zeros((len(group), width), dtype=torch.long)
     attention = torch.zeros_like(ids)
     reply = torch.zeros_like(ids, dtype=torch.bool)
-    for i, (row, prompt) in enumerate(group):
+    for i, (row, prompt, _) in enumerate(group):
         ids[i, : len(row)] = torch.tensor(row)
         attention[i, : len(row)] = 1
         reply[i, prompt : len(row)] = True
-    return ids, attention, reply
+    return ids, attention, reply, torch.tensor([weight for _, _, weight in group])
 
 
 def warmup_cosine(step: int, *, steps: int, floor: float) -> float:
@@ -91,10 +99,10 @@ def supervise_model(
     epochs: list[float] = []
     for epoch in range(plan.epochs):
         total, tokens = 0.0, 0
-        for ids, attention, reply in order.sample(batches, len(batches)):
+        for ids, attention, reply, weight in order.sample(batches, len(batches)):
             logprobs = token_logprobs(model, ids, attention, where=reply, vocab=vocab, share_prefix=True)
-            count = int(reply[:, 1:].sum())
-            loss = -logprobs.sum() / max(count, 1)
+            count = float((reply[:, 1:].sum(dim=1) * weight).sum())
+            loss = -(logprobs.sum(dim=1) * weight).sum() / max(count, 1e-9)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
