@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lego_rl.kinds import ChatCompletion, ChatRequest
 from lego_rl.proxy.jsonio import dumps_text
+from lego_rl.proxy.render import decode
 from lego_rl.proxy.toolcalls import StreamEvent
 
 REPLACEMENT = "\ufffd"
@@ -30,9 +31,7 @@ class IncrementalDecoder:
         self.read = 0
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(
-            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
-        )
+        return decode(self.tokenizer, ids)
 
     def push(self, token: int) -> str:
         if token in self.skip:

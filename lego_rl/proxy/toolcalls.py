@@ -118,13 +118,26 @@ TOOL_CALL_FORMATS: dict[str, ToolCallFormat] = {
 """Tool-call body formats by name; a parser tries the ones it is given, in order."""
 
 
-def tool_schemas(tools: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Parameter schemas by tool name, from OpenAI-shaped function tools."""
-    out: dict[str, dict[str, Any]] = {}
+Schemas = dict[str, dict[str, Any]]
+_recent_schemas: tuple[tuple[object, Schemas], ...] = ()
+"""The last few tool lists' schemas, by the lists' identity: the proxy hands every request that
+repeats a tool list the same shared (never mutated) list."""
+
+
+def tool_schemas(tools: Iterable[dict[str, Any]]) -> Schemas:
+    """Parameter schemas by tool name, from OpenAI-shaped function tools (not to be mutated)."""
+    global _recent_schemas
+    recent = _recent_schemas
+    for known, schemas in recent:
+        if known is tools:
+            return schemas
+    out: Schemas = {}
     for tool in tools:
         function = tool.get("function") or {}
         if isinstance(function.get("name"), str):
             out[function["name"]] = function.get("parameters") or {}
+    if out:
+        _recent_schemas = ((tools, out), *recent[:7])
     return out
 
 
