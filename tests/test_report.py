@@ -74,8 +74,8 @@ def make_run(run_dir: Path, steps: int = 12, evaluations: bool = True) -> Path:
     if evaluations:
         evaluation(store, "before", 0, 0.25, 0.5)
     for step in range(steps):
-        for i in range(2):
-            trial(store, f"s{step}-{i}", step, f"g{step}", PHASES)
+        for i in range(2):  # drawn trials: half rewarded in the first half of the run, then all
+            trial(store, f"s{step}-{i}", step, f"g{step}", PHASES, reward=float(i == 0 or 2 * step >= steps))
         metrics = {
             "step": step, "reward_mean": step * 0.05, "groups": 4, "informative_groups": step % 3,
             "step_seconds": 10.0, "rollout_seconds": 8.0, "logp_diff_abs": 0.01 * (step + 1),
@@ -112,6 +112,8 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     assert r["reward_first10"] == pytest.approx(0.125)  # steps 0..5: 0.05 * 2.5
     assert r["reward_last10"] == pytest.approx(0.425)  # steps 6..11: 0.05 * 8.5
     assert r["gain"] == pytest.approx(0.3)
+    assert (r["reward_drawn_first10"], r["reward_drawn_last10"]) == (0.5, 1.0)  # every drawn trial
+    assert r["gain_drawn"] == pytest.approx(0.5) and r["curve"]["reward_drawn"][:2] == [0.5, 0.5]
     assert (r["heldout_before"], r["heldout_after"]) == (0.25, 0.625)
     assert r["heldout_gain"] == pytest.approx(0.375)
     assert r["heldout"]["after"]["policy_version"] == 12

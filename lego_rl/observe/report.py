@@ -7,7 +7,10 @@ Held-out trials (group ``eval-...``) never count in a training step's figures.
 
 Windows: ``reward_first10`` / ``reward_last10`` are means over the first / last
 ``min(10, steps // 2)`` steps (single steps are too noisy to compare); with fewer than two
-steps they, and anything else that cannot be computed, are null.
+steps they, and anything else that cannot be computed, are null. A step's reward is that of
+the batch it trained on (the step event's ``reward_mean``: groups a filter dropped, all 0 or
+all 1, are not in it); ``reward_drawn_*`` / ``gain_drawn`` take every training trial drawn
+for the step instead.
 
 Time split per step: the step's wall time is ``step_seconds``; training is
 ``step_seconds - rollout_seconds``, and the rollout wall time is shared out in proportion to
@@ -37,7 +40,8 @@ HELDOUT_FIELDS = (
     "per_task", "constant_baseline",
 )  # fmt: skip
 HEADLINE = (
-    "reward_first10", "reward_last10", "gain", "heldout_before", "heldout_after",
+    "reward_first10", "reward_last10", "gain", "reward_drawn_first10", "reward_drawn_last10",
+    "gain_drawn", "heldout_before", "heldout_after",
     "heldout_gain", "informative_share", "minutes", "steps",
 )  # fmt: skip
 
@@ -75,6 +79,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     trials = [t for t in reader.trials() if not is_evaluation(t)]
     rewards = [_number(s.get("reward_mean")) for s in steps]
     first, last, window = reward_windows([r for r in rewards if r is not None])
+    drawn = drawn_rewards(steps, trials)
+    drawn_first, drawn_last, _ = reward_windows([r for r in drawn if r is not None])
     evaluations = {e["label"]: e for _, e in reader.events("evaluation") if "label" in e}
     before, after = evaluations.get("before", {}), evaluations.get("after", {})
     heldout_before, heldout_after = _number(before.get("success")), _number(after.get("success"))
@@ -91,6 +97,9 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "reward_first10": first,
         "reward_last10": last,
         "gain": _diff(last, first),
+        "reward_drawn_first10": drawn_first,
+        "reward_drawn_last10": drawn_last,
+        "gain_drawn": _diff(drawn_last, drawn_first),
         "heldout_before": heldout_before,
         "heldout_after": heldout_after,
         "heldout_gain": _diff(heldout_after, heldout_before),
@@ -101,6 +110,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "curve": {
             "step": [int(s.get("step", i)) for i, s in enumerate(steps)],
             "reward_mean": rewards,
+            "reward_drawn": drawn,
             "moving_mean": moving_mean(rewards),
             "informative_share": [
                 (s.get("informative_groups") or 0) / s["groups"] if s.get("groups") else None
@@ -118,6 +128,16 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "consistency": consistency(steps),
         "time_split": split,
     }
+
+
+def drawn_rewards(steps: list[dict[str, Any]], trials: list[dict[str, Any]]) -> list[float | None]:
+    """Per step, the mean reward of every training trial drawn for it (None when none was)."""
+    drawn: dict[int, list[float]] = defaultdict(list)
+    for t in trials:
+        if t.get("step") is not None and (reward := _number(t.get("reward"))) is not None:
+            drawn[int(t["step"])].append(reward)
+    numbers = [int(s.get("step", i)) for i, s in enumerate(steps)]
+    return [sum(drawn[n]) / len(drawn[n]) if drawn[n] else None for n in numbers]
 
 
 def consistency(steps: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
@@ -226,8 +246,10 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "| | first | last | gain |",
         "|---|---|---|---|",
-        _row(f"train reward (mean of {r['window']} steps)", r["reward_first10"],
+        _row(f"train reward, trained groups (mean of {r['window']} steps)", r["reward_first10"],
              r["reward_last10"], r["gain"]),
+        _row("train reward, every trial drawn", r.get("reward_drawn_first10"),
+             r.get("reward_drawn_last10"), r.get("gain_drawn")),
         _row("held-out success (before, after)", r["heldout_before"], r["heldout_after"],
              r["heldout_gain"]),
         "",
