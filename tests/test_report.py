@@ -109,11 +109,11 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     r = json.loads(path.read_text())  # strict JSON: the NaN Pearson became null
     assert r["name"] == "synthetic" and r["status"] == "ok" and r["steps"] == 12
     assert r["window"] == 6  # min(10, 12 // 2)
-    assert r["reward_first10"] == pytest.approx(0.125)  # steps 0..5: 0.05 * 2.5
-    assert r["reward_last10"] == pytest.approx(0.425)  # steps 6..11: 0.05 * 8.5
-    assert r["gain"] == pytest.approx(0.3)
-    assert (r["reward_drawn_first10"], r["reward_drawn_last10"]) == (0.5, 1.0)  # every drawn trial
-    assert r["gain_drawn"] == pytest.approx(0.5) and r["curve"]["reward_drawn"][:2] == [0.5, 0.5]
+    assert (r["reward_first10"], r["reward_last10"]) == (0.5, 1.0)  # every trial drawn
+    assert r["gain"] == pytest.approx(0.5) and r["curve"]["reward_mean"][:2] == [0.5, 0.5]
+    assert r["reward_trained_first10"] == pytest.approx(0.125)  # steps 0..5: 0.05 * 2.5
+    assert r["reward_trained_last10"] == pytest.approx(0.425)  # steps 6..11: 0.05 * 8.5
+    assert r["gain_trained"] == pytest.approx(0.3)
     assert (r["heldout_before"], r["heldout_after"]) == (0.25, 0.625)
     assert r["heldout_gain"] == pytest.approx(0.375)
     assert r["heldout"]["after"]["policy_version"] == 12
@@ -121,7 +121,8 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     assert r["minutes"] == pytest.approx(10.0)
     assert r["informative_share"] == pytest.approx(sum(s % 3 for s in range(12)) / 48)
     assert r["curve"]["informative_share"][:3] == [0.0, 0.25, 0.5]
-    assert r["curve"]["moving_mean"][11] == pytest.approx(sum(s * 0.05 for s in range(2, 12)) / 10)
+    assert r["curve"]["moving_mean"][11] == pytest.approx((4 * 0.5 + 6 * 1.0) / 10)
+    assert r["curve"]["reward_trained"][11] == pytest.approx(0.55)
     assert r["consistency"]["logp_diff_abs"]["first"] == pytest.approx(0.01)
     assert r["consistency"]["logp_diff_abs"]["last"] == pytest.approx(0.12)
     assert r["consistency"]["k3_kl"]["mean"] == pytest.approx(0.001)
@@ -183,9 +184,10 @@ def test_dashboard_data_carries_report_and_evaluations(tmp_path: Path) -> None:
     assert [row["step"] for row in data["steps"]] == list(range(12))
     assert all(row["terminations"] == {"completed": 2} for row in data["steps"])
     assert len(data["trials"]) == 24 + 4
-    assert data["steps"][11]["reward_mean10"] == pytest.approx(0.325)
+    assert data["steps"][11]["reward_mean10"] == pytest.approx(0.8)  # every trial drawn
+    assert data["steps"][11]["reward_trained"] == pytest.approx(0.55)
     write_report(run_dir)
-    assert view.data()["report"]["gain"] == pytest.approx(0.3)
+    assert view.data()["report"]["gain"] == pytest.approx(0.5)
 
 
 def report_file(run_dir: Path, **figures: Any) -> Path:

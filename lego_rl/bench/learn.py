@@ -23,8 +23,8 @@ import yaml
 from lego_rl.observe.report import SPLIT, read_report, write_report
 
 FIGURES = (
-    "reward_first10", "reward_last10", "gain", "reward_drawn_first10", "reward_drawn_last10",
-    "gain_drawn", "heldout_before", "heldout_after",
+    "reward_first10", "reward_last10", "gain", "reward_trained_first10", "reward_trained_last10",
+    "gain_trained", "heldout_before", "heldout_after",
     "heldout_gain", "heldout_baseline", "informative_share", "minutes", "run_minutes", *SPLIT,
 )  # fmt: skip
 """Per-seed figures; each is averaged over the seeds that report it. ``minutes`` is the whole

@@ -7,10 +7,11 @@ Held-out trials (group ``eval-...``) never count in a training step's figures.
 
 Windows: ``reward_first10`` / ``reward_last10`` are means over the first / last
 ``min(10, steps // 2)`` steps (single steps are too noisy to compare); with fewer than two
-steps they, and anything else that cannot be computed, are null. A step's reward is that of
-the batch it trained on (the step event's ``reward_mean``: groups a filter dropped, all 0 or
-all 1, are not in it); ``reward_drawn_*`` / ``gain_drawn`` take every training trial drawn
-for the step instead.
+steps they, and anything else that cannot be computed, are null. A step's reward is the mean
+over every training trial drawn for it. ``reward_trained_*`` / ``gain_trained`` take the batch
+the step trained on instead (the step event's ``reward_mean``): a filter that drops groups
+whose rewards are all equal keeps only mixed groups, whose means lie between 1/n and 1 - 1/n,
+so that figure stays near the middle however well the policy does.
 
 Time split per step: the step's wall time is ``step_seconds``; training is
 ``step_seconds - rollout_seconds``, and the rollout wall time is shared out in proportion to
@@ -40,8 +41,8 @@ HELDOUT_FIELDS = (
     "per_task", "constant_baseline",
 )  # fmt: skip
 HEADLINE = (
-    "reward_first10", "reward_last10", "gain", "reward_drawn_first10", "reward_drawn_last10",
-    "gain_drawn", "heldout_before", "heldout_after",
+    "reward_first10", "reward_last10", "gain", "reward_trained_first10", "reward_trained_last10",
+    "gain_trained", "heldout_before", "heldout_after",
     "heldout_gain", "informative_share", "minutes", "steps",
 )  # fmt: skip
 
@@ -77,10 +78,10 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     info = reader.info()
     steps = reader.steps()
     trials = [t for t in reader.trials() if not is_evaluation(t)]
-    rewards = [_number(s.get("reward_mean")) for s in steps]
-    first, last, window = reward_windows([r for r in rewards if r is not None])
+    trained = [_number(s.get("reward_mean")) for s in steps]
+    trained_first, trained_last, _ = reward_windows([r for r in trained if r is not None])
     drawn = drawn_rewards(steps, trials)
-    drawn_first, drawn_last, _ = reward_windows([r for r in drawn if r is not None])
+    first, last, window = reward_windows([r for r in drawn if r is not None])
     evaluations = {e["label"]: e for _, e in reader.events("evaluation") if "label" in e}
     before, after = evaluations.get("before", {}), evaluations.get("after", {})
     heldout_before, heldout_after = _number(before.get("success")), _number(after.get("success"))
@@ -97,9 +98,9 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "reward_first10": first,
         "reward_last10": last,
         "gain": _diff(last, first),
-        "reward_drawn_first10": drawn_first,
-        "reward_drawn_last10": drawn_last,
-        "gain_drawn": _diff(drawn_last, drawn_first),
+        "reward_trained_first10": trained_first,
+        "reward_trained_last10": trained_last,
+        "gain_trained": _diff(trained_last, trained_first),
         "heldout_before": heldout_before,
         "heldout_after": heldout_after,
         "heldout_gain": _diff(heldout_after, heldout_before),
@@ -109,9 +110,9 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         ),
         "curve": {
             "step": [int(s.get("step", i)) for i, s in enumerate(steps)],
-            "reward_mean": rewards,
-            "reward_drawn": drawn,
-            "moving_mean": moving_mean(rewards),
+            "reward_mean": drawn,
+            "reward_trained": trained,
+            "moving_mean": moving_mean(drawn),
             "informative_share": [
                 (s.get("informative_groups") or 0) / s["groups"] if s.get("groups") else None
                 for s in steps
@@ -246,10 +247,10 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "| | first | last | gain |",
         "|---|---|---|---|",
-        _row(f"train reward, trained groups (mean of {r['window']} steps)", r["reward_first10"],
+        _row(f"train reward (mean of {r['window']} steps, every trial drawn)", r["reward_first10"],
              r["reward_last10"], r["gain"]),
-        _row("train reward, every trial drawn", r.get("reward_drawn_first10"),
-             r.get("reward_drawn_last10"), r.get("gain_drawn")),
+        _row("train reward of the batches trained on (mixed groups only)",
+             r.get("reward_trained_first10"), r.get("reward_trained_last10"), r.get("gain_trained")),
         _row("held-out success (before, after)", r["heldout_before"], r["heldout_after"],
              r["heldout_gain"]),
         "",

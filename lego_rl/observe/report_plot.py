@@ -39,12 +39,12 @@ def plot_report(report: dict[str, Any], path: Path) -> Path:
 def _rewards(ax: Any, curve: dict[str, list[Any]], report: dict[str, Any]) -> None:
     steps = curve["step"]
     ax.plot(steps, _nan(curve["reward_mean"]), "o-", color="#95a0b4", ms=3, lw=1,
-            label="reward per step")  # fmt: skip
+            label="reward per step (every trial drawn)")  # fmt: skip
     ax.plot(steps, _nan(curve["moving_mean"]), "-", color="#3867d6", lw=2.2,
             label="10-step moving mean")  # fmt: skip
-    if curve.get("reward_drawn"):
-        ax.plot(steps, _nan(curve["reward_drawn"]), "x:", color="#e17055", ms=3, lw=1,
-                label="reward of every trial drawn")  # fmt: skip
+    if curve.get("reward_trained"):
+        ax.plot(steps, _nan(curve["reward_trained"]), "x:", color="#e17055", ms=3, lw=1,
+                label="reward of the batch trained on")  # fmt: skip
     for label, marker, color in (("before", "s", "#d63031"), ("after", "D", "#00b894")):
         held = report["heldout"].get(label) or {}
         if held.get("success") is None:

@@ -137,7 +137,10 @@ class RunView:
         row.update(
             step=n,
             complete=bool(m),
-            reward_mean=m.get("reward_mean", sum(rewards) / len(rewards) if rewards else None),
+            # every trial drawn for the step, as the report counts it; the trained batch's
+            # (mixed groups only, when a filter drops uniform ones) beside it
+            reward_mean=sum(rewards) / len(rewards) if rewards else m.get("reward_mean"),
+            reward_trained=m.get("reward_mean"),
             rewards=rewards,
             informative_share=(m.get("informative_groups", 0) / groups) if groups else None,
             terminations=dict(Counter(str(t.get("termination")) for t in trials)),
