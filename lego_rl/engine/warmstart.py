@@ -7,8 +7,8 @@ kept. With ``describe_share``, each oracle trial's first prompt is also answered
 that only names the fix's commands as text (the harness's first request does not depend on
 the reply, so no trial is needed), weighted so that that share of the first replies describe:
 the warm-started policy then knows the fix but often does not act, and RL has to learn from
-the verifier that running it pays. The proxy records each call's prompt ids (the harness's real requests, rendered by the
-chat template) and the oracle reply's ids; the trainer plugin's ``supervise`` fits the policy
+the verifier that running it pays. The proxy records each call's prompt ids (the harness's
+real requests, rendered by the chat template) and the oracle reply's ids; the trainer plugin's ``supervise`` fits the policy
 to those replies. The checkpoint is cached under ``output_dir/warmstart/<key>``, the key a
 hash of everything that shapes it, so a rerun of the same spec reuses it.
 """
@@ -208,12 +208,15 @@ def describe_demonstrations(
     if share <= 0:
         return []
     commands = {t.name: t.oracle_commands for t in tasks}
-    described = []
-    for demo in (d for d in demos if d.turn == 0):
-        script = {"turns": describe_turns(commands[demo.task])}
-        reply = registry.build("inference", "scripted", script, ctx).generate(demo.prompt_ids, Sampling(max_tokens=max_tokens))
-        described.append(Demonstration(demo.task, demo.prompt_ids, list(reply.completion_ids), 0, share / (1 - share)))
-    return described
+    firsts = [d for d in demos if d.turn == 0]
+    script = {"turns": [turn for d in firsts for turn in describe_turns(commands[d.task])]}
+    backend = registry.build("inference", "scripted", script, ctx)  # answers its turns in order
+    replies = [backend.generate(d.prompt_ids, Sampling(max_tokens=max_tokens)) for d in firsts]
+    weight = share / (1 - share)
+    return [
+        Demonstration(d.task, d.prompt_ids, list(r.completion_ids), 0, weight)
+        for d, r in zip(firsts, replies, strict=True)
+    ]
 
 
 def describe_turns(commands: list[str]) -> list[dict[str, Any]]:
