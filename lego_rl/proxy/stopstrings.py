@@ -12,6 +12,7 @@ from typing import Any
 
 from lego_rl.data import Generation
 from lego_rl.proxy.streaming import IncrementalDecoder
+from lego_rl.proxy.toolcalls import held_tail
 
 
 class StopScanner:
@@ -35,7 +36,7 @@ class StopScanner:
         if found:
             at, self.hit = min(found, key=lambda f: f[0])
             return text[:at]
-        keep = self._open_tail(text)
+        keep = max(held_tail(text, stop) for stop in self.stops)
         self._held = text[len(text) - keep :]
         return text[: len(text) - keep]
 
@@ -43,14 +44,6 @@ class StopScanner:
         """What was held back, at the end of a reply that met no stop string."""
         held, self._held = self._held, ""
         return held
-
-    def _open_tail(self, text: str) -> int:
-        """The length of the longest end of ``text`` that begins some stop string."""
-        longest = min(len(text), max(len(s) for s in self.stops) - 1)
-        for size in range(longest, 0, -1):
-            if any(s.startswith(text[-size:]) for s in self.stops):
-                return size
-        return 0
 
 
 def cut_at_stop(

@@ -141,7 +141,7 @@ def tool_schemas(tools: Iterable[dict[str, Any]]) -> Schemas:
     return out
 
 
-def _held(text: str, marker: str) -> int:
+def held_tail(text: str, marker: str) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of ``marker``."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
         if marker.startswith(text[-n:]):
@@ -230,7 +230,7 @@ class CompletionParser:
                 self.mode, self.gap = "tool", head[len(head.rstrip()) :]
             return True
         if not final:
-            keep = _held(self.pending, marker)
+            keep = held_tail(self.pending, marker)
             ready = self.pending[: len(self.pending) - keep]
             stripped = ready.rstrip()
             self._emit(events, kind, stripped, final=False)
