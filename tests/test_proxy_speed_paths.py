@@ -345,3 +345,18 @@ def test_sessions_that_start_together_render_a_template_for_the_first_time_one_a
     tok.spans.clear()
     spans = together(tok, 4)  # compiled: all at once
     assert max(s for s, _ in spans) < min(e for _, e in spans)
+
+
+def test_context_extent_tells_an_extension_a_retry_and_a_new_history_apart():
+    tok = tiny_chat_tokenizer()
+    prompt_text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    context = Context.of(tok, record(encode(tok, prompt_text), encode(tok, "hello<|im_end|>")), prompt_text)
+    assert context.completion_text == "hello<|im_end|>" and context.text == prompt_text + "hello<|im_end|>"
+    later = context.text + "\n<|im_start|>user\nmore"
+    assert context.extent(later) == context.length == len(context.text)
+    assert context._latest == (later, context.length)  # the thread lookup and the tokenizer share it
+    assert context.extent(prompt_text + "bye") == len(prompt_text)  # the echo changed
+    assert context.extent(prompt_text) == len(prompt_text)  # a retry
+    assert context.extent("<|im_start|>system\nnew") is None
+    empty = Context.of(tok, record(encode(tok, prompt_text), []), prompt_text)
+    assert empty.extent(prompt_text + "x") == empty.length  # nothing sampled: it extends

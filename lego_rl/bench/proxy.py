@@ -24,6 +24,9 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
   the first incremental turn (the same kind of work: one tool result).
 - ``tokenizer_twin``: texts the tiktoken twin tokenized in the paced run, how many were checked
   against the tokenizer itself, and disagreements (a disagreement turns the twin off).
+  ``template_twin``: the same for the chat template rendered in Python
+  (:mod:`lego_rl.proxy.native_templates`; our "qwen3" template has one), null for a template
+  rendered by Jinja alone.
 """
 
 from __future__ import annotations
@@ -291,6 +294,7 @@ def _serve_load(
 ) -> dict[str, Any]:
     from legorl_std.dialect_anthropic import AnthropicDialect
 
+    from lego_rl.proxy.native_templates import template_twin
     from lego_rl.proxy.server import ProxyServer
 
     server = ProxyServer(
@@ -319,6 +323,7 @@ def _serve_load(
             "chunks": dict(server.handler.prefix_cache.chunks.counts),
             "twin": dict(server.handler.prefix_cache.encoder.counts),
             "renders": dict(server.handler.renderer.counts),
+            "template_twin": dict(twin.counts) if (twin := template_twin(tokenizer, None)) else None,
         }
     finally:
         server.stop()
@@ -520,6 +525,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "chunk_cache": paced["chunks"],
         "tokenizer_twin": paced["twin"],
         "renders": paced["renders"],
+        "template_twin": paced["template_twin"],
         "paced_gc": paced["gc"],
     }
 

@@ -27,7 +27,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lego_rl.proxy.bpe import tiktoken_twin
 
@@ -52,7 +52,10 @@ PROBE_MORE = (
 decomposed characters (the NFC step), emoji, added tokens."""
 
 
-class SpotCheck:
+T = TypeVar("T")
+
+
+class SpotCheck(Generic[T]):
     """Keeps a shortcut honest: its result is compared with the exact one on the first
     ``first`` uses and every ``every``-th after; one disagreement turns it off (``on``), and
     the exact result is what the caller gets whenever it was computed."""
@@ -63,8 +66,8 @@ class SpotCheck:
         self.lock = threading.Lock()
         self.counts = {uses: 0, "checks": 0, "mismatches": 0}
 
-    def run(self, fast: list[int], exact: Callable[[], list[int]]) -> list[int]:
-        """``fast`` (the shortcut's ids), or ``exact()`` when a check is due."""
+    def run(self, fast: T, exact: Callable[[], T]) -> T:
+        """``fast`` (the shortcut's result), or ``exact()`` when a check is due."""
         with self.lock:
             self.counts[self.uses] += 1
             n = self.counts[self.uses]
@@ -98,7 +101,7 @@ class Encoder:
             self._twin(p) != self._reference([p])[0] for p in (PROBE, PROBE_MORE)
         ):
             self._twin = None
-        self.check = SpotCheck(verify_first, check_every, uses="twin")
+        self.check: SpotCheck[list[int]] = SpotCheck(verify_first, check_every, uses="twin")
         self.counts = self.check.counts
 
     @property
@@ -176,7 +179,7 @@ class ChunkCache:
         check_every: int = 64,
     ):
         self.encoder, self.min_chars, self.max_chars = encoder, min_chars, max_chars
-        self.check = SpotCheck(verify_first, check_every, uses="texts")
+        self.check: SpotCheck[list[int]] = SpotCheck(verify_first, check_every, uses="texts")
         self.entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         """Cached ids as tuples: the garbage collector skips them (it walks every list)."""
         self.chars = 0

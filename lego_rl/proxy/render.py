@@ -13,7 +13,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy.chunks import ChunkCache, Encoder
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.proxy.native_templates import template_twin
 from lego_rl.token_ids import TokenIds
 
 
@@ -107,11 +108,14 @@ def apply_template(
     A tokenizer's first render of a template runs alone: it compiles the Jinja source (~0.25 s
     for Qwen3's), and transformers' compile cache does not hold back concurrent misses, so the
     first calls of sessions that start together would each compile it (seen: 24 compiles, 6 s
-    of CPU, when 32 sessions started at once)."""
+    of CPU, when 32 sessions started at once). A template with a registered Python renderer
+    (:mod:`lego_rl.proxy.native_templates`) is rendered by it, checked against Jinja."""
+
+    dicts = [template_message(m) for m in messages]
 
     def render() -> str:
         return tokenizer.apply_chat_template(
-            [template_message(m) for m in messages],
+            dicts,
             tools=tools or None,
             chat_template=template,
             tokenize=False,
@@ -125,7 +129,10 @@ def apply_template(
                 text = render()
                 _first_renders.add(key)
                 return text
-    return render()
+    twin = template_twin(tokenizer, template)
+    if twin is None:
+        return render()
+    return twin.render(dicts, tools or None, generation_prompt, render)
 
 
 def render_text(tokenizer: Any, request: ChatRequest, template: str | None = None) -> str:
@@ -157,19 +164,47 @@ def decode(tokenizer: Any, ids: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Context:
-    """A call's context as the next call may extend it: its prompt, then prompt + completion,
-    as text and as the exact ids (sampled ids included). The two id sequences are the call's
-    own (not copied): a session's history is held once, in its records."""
+    """A call's context as the next call may extend it: its prompt and its completion, as text
+    and as the exact ids (sampled ids included). The two id sequences are the call's own (not
+    copied): a session's history is held once, in its records. The texts are kept apart, not
+    joined: joining copies the whole context (~100 KB for Claude Code) on every call."""
 
     prompt_text: str
     prompt_ids: TokenIds
-    text: str
+    completion_text: str
     completion_ids: TokenIds
+    _latest: tuple[str | None, int | None] = field(default=(None, None), compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """Prompt + completion text."""
+        return self.prompt_text + self.completion_text
 
     @property
     def ids(self) -> TokenIds:
         """Prompt + completion ids."""
         return self.prompt_ids + self.completion_ids
+
+    @property
+    def length(self) -> int:
+        """Characters of prompt + completion text."""
+        return len(self.prompt_text) + len(self.completion_text)
+
+    def extent(self, text: str) -> int | None:
+        """How much of ``text`` this context explains: :attr:`length` when ``text`` extends the
+        prompt and completion, the prompt's length when it extends the prompt alone (a retry, a
+        changed echo), else None. The answer for the latest text is remembered: choosing the
+        thread and tokenizing ask about the same prompt, and each asking reads it whole."""
+        latest, n = self._latest
+        if latest is text:
+            return n
+        n = None
+        if text.startswith(self.prompt_text):
+            n = len(self.prompt_text)
+            if text.startswith(self.completion_text, n):
+                n += len(self.completion_text)
+        object.__setattr__(self, "_latest", (text, n))
+        return n
 
     @classmethod
     def of(cls, tokenizer: Any, record: CallRecord, prompt_text: str | None = None) -> Context:
@@ -178,7 +213,7 @@ class Context:
         return cls(
             prompt_text,
             record.prompt_ids,
-            prompt_text + decode(tokenizer, record.completion_ids),
+            decode(tokenizer, record.completion_ids),
             record.completion_ids,
         )
 
@@ -246,15 +281,14 @@ def tokenize_prompt(
     cache: PrefixCache | None = None,
 ) -> RenderedPrompt:
     """The tokenizing half of :func:`render_prompt`, for text already rendered."""
-    if previous is not None:
+    n = previous.extent(text) if previous is not None else None
+    if previous is not None and n is not None:
         delta = cache.encoder.encode if cache is not None else partial(encode, tokenizer)
-        if text.startswith(previous.text):
-            rest = TokenIds(delta(text[len(previous.text) :]))
+        rest = TokenIds(delta(text[n:]))
+        if n == previous.length:
             # One copy of the long prompt: ``a + b + c`` would build and free it twice.
             ids = previous.prompt_ids + (previous.completion_ids + rest)
             return RenderedPrompt(ids, True, text)
-        if text.startswith(previous.prompt_text):
-            rest = TokenIds(delta(text[len(previous.prompt_text) :]))
-            return RenderedPrompt(previous.prompt_ids + rest, False, text)
+        return RenderedPrompt(previous.prompt_ids + rest, False, text)
     ids = cache.encode(text) if cache is not None else TokenIds(encode(tokenizer, text))
     return RenderedPrompt(ids, False, text)

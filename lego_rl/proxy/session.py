@@ -36,12 +36,7 @@ class Thread:
 
     def continues(self, text: str) -> int:
         """How much of ``text`` this thread's context explains (0: none)."""
-        if self.context is None:
-            return 0
-        for known in (self.context.text, self.context.prompt_text):
-            if text.startswith(known):
-                return len(known)
-        return 0
+        return 0 if self.context is None else self.context.extent(text) or 0
 
 
 @dataclass

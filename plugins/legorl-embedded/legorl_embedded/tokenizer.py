@@ -18,6 +18,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from legorl_embedded import chat_template as qwen3_template
+
 QWEN2_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -156,7 +158,7 @@ def build_qwen3_tokenizer() -> PreTrainedTokenizerFast:
 
 def _resolve_template(chat_template: str, tokenizer: PreTrainedTokenizerFast, source: str) -> str:
     if chat_template == "qwen3":
-        return resources.files("legorl_embedded").joinpath("chat_template.jinja").read_text()
+        return qwen3_template.source()
     if chat_template == "native":
         if not tokenizer.chat_template:
             raise ValueError(
