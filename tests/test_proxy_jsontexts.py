@@ -154,3 +154,18 @@ def test_text_memo_keeps_parses_by_text_and_not_failures():
     memo.get(b'"b"'), memo.get(b'"c"')
     assert list(memo.entries) == [b'"b"', b'"c"'] and seen == ["a", "bad", "bad", "b", "c"]
     assert jsonio.loads(b'"a"') == "a"
+
+
+def test_text_memo_answers_the_latest_text_first_and_takes_any_reader():
+    seen = []
+
+    def parse(value):
+        seen.append(value)
+        return dict(value)
+
+    memo = TextMemo(parse, read=lambda items: [(k, jsonio.loads(t)) for k, t in items])
+    a, b = (("model", b'"m"'), ("max_tokens", b"5")), (("model", b'"n"'),)
+    first = memo.get(a)
+    assert first == {"model": "m", "max_tokens": 5}
+    assert memo.get(tuple(a)) is first and memo.get(b) == {"model": "n"} and memo.get(a) is first
+    assert len(seen) == 2  # a again: from the entries, not parsed anew

@@ -8,7 +8,9 @@ import json
 import pytest
 from legorl_std.dialect_anthropic import AnthropicDialect
 
+from lego_rl.kinds import ChatMessage
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.proxy.memo import MessageMemo
 
 
 def turn(n: int, tool_input: dict) -> list[dict]:
@@ -103,3 +105,37 @@ def test_the_memo_keeps_at_most_size_conversations():
     assert [text for _, text in dialect.memo.entries] == [
         b'{"role":"user","content":"task %d"}' % n for n in (2, 3, 4)
     ]
+
+
+def array_memo() -> MessageMemo:
+    return MessageMemo(lambda raw, i: [ChatMessage("user", json.dumps(raw))])
+
+
+def contents(messages: list[ChatMessage] | None) -> list:
+    return [json.loads(m.content) for m in messages or []]
+
+
+def test_an_array_that_starts_with_an_earlier_one_reads_only_its_new_items():
+    memo = array_memo()
+    assert contents(memo.parse_array(b'[{"a": 1}, "x" ]')) == [{"a": 1}, "x"]
+    assert contents(memo.parse_array(b'[{"a": 1}, "x" , 3,4]')) == [{"a": 1}, "x", 3, 4]
+    assert (memo.reused, memo.parsed) == (2, 4) and memo.held == 1
+    assert contents(memo.parse_array(b'[{"a": 1}, "x" , 3,4]')) == [{"a": 1}, "x", 3, 4]  # retry
+    assert (memo.reused, memo.parsed, memo.held) == (6, 4, 1)
+
+
+def test_an_array_whose_last_known_item_grew_is_read_afresh():
+    memo = array_memo()
+    memo.parse_array(b"[1, 2]")
+    assert contents(memo.parse_array(b"[1, 23]")) == [1, 23]  # not 1, 2, 3
+    assert contents(memo.parse_array(b'[1, 2, "\\u00e9"]')) == [1, 2, "é"]
+    assert contents(memo.parse_array(b"[1, 2]")) == [1, 2]
+    assert memo.parse_array(b"[]") is None and memo.parse_array(b"{}") is None
+
+
+def test_arrays_held_stay_within_the_memo_size():
+    memo = MessageMemo(lambda raw, i: [ChatMessage("user", str(raw))], size=3)
+    for n in range(6):
+        memo.parse_array(json.dumps([f"conversation {n}" + " " * 600, n]).encode())
+    assert memo.held == 3 and sum(len(b) for b in memo.arrays.values()) == 3
+    assert memo.parse_array(b"[1, 2, tru]") is None  # not JSON: the caller's full read says why

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -27,6 +27,7 @@ from lego_rl.proxy.jsonio import loads
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 
+K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 _MISSING = object()
 
@@ -50,28 +51,38 @@ def item_texts(array: bytes) -> list[bytes] | None:
     return [bytes(text) for text in items]
 
 
-class TextMemo(Generic[T]):
-    """``parse(loads(text))`` for the ``size`` most recently used JSON texts.
+class TextMemo(Generic[K, T]):
+    """``parse(read(text))`` for the ``size`` most recently used texts: JSON texts (``read``:
+    :func:`lego_rl.proxy.jsonio.loads`), or any hashable of them with its own ``read``.
 
     Exact by construction: a parse depends on the value alone, and the same text is the same
     value. Parses are shared between the requests that reuse them: nobody may mutate them. A
-    parse that raises is not kept."""
+    parse that raises is not kept. The latest text is compared first: a harness's system
+    prompt and tool list (~70 KB for Claude Code) are equal call after call, and comparing them
+    costs a tenth of hashing them."""
 
-    def __init__(self, parse: Callable[[Any], T], size: int = 16):
-        self.parse, self.size = parse, size
-        self.entries: OrderedDict[bytes, T] = OrderedDict()
+    def __init__(
+        self, parse: Callable[[Any], T], size: int = 16, read: Callable[[K], Any] = loads
+    ):
+        self.parse, self.size, self.read = parse, size, read
+        self.entries: OrderedDict[K, T] = OrderedDict()
         self.lock = threading.Lock()
+        self._latest: tuple[K, T] | None = None
 
-    def get(self, text: bytes) -> T:
+    def get(self, text: K) -> T:
+        latest = self._latest
+        if latest is not None and latest[0] == text:
+            return latest[1]
         with self.lock:
             found = self.entries.get(text, _MISSING)
             if found is not _MISSING:
                 self.entries.move_to_end(text)
+                self._latest = (text, found)  # type: ignore[assignment]
                 return found  # type: ignore[return-value]
-        value = self.parse(loads(text))
+        value = self.parse(self.read(text))
         with self.lock:
             self.entries[text] = value
+            self._latest = (text, value)
             while len(self.entries) > self.size:
                 self.entries.popitem(last=False)
         return value
-

@@ -10,7 +10,6 @@ so records are never lost.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ from lego_rl.proxy.toolcalls import (
     CompletionParser,
     ParsedCompletion,
     collect,
+    fresh_hex,
     parse_completion,
 )
 from lego_rl.token_ids import TokenIds
@@ -46,11 +46,15 @@ Reply = tuple[Any, ...]
 ("end",)."""
 
 
-def stop_ids(tokenizer: Any, sampling: Sampling) -> list[int]:
-    """The session's stop ids plus the tokenizer's eos, without duplicates."""
+def eos_ids(tokenizer: Any) -> list[int]:
+    """The tokenizer's eos id(s)."""
     eos = getattr(tokenizer, "eos_token_id", None)
-    extra = [eos] if isinstance(eos, int) else list(eos or [])
-    return list(dict.fromkeys([*sampling.stop_token_ids, *extra]))
+    return [eos] if isinstance(eos, int) else list(eos or [])
+
+
+def stop_ids(eos: list[int], sampling: Sampling) -> list[int]:
+    """The session's stop ids plus the tokenizer's ``eos``, without duplicates."""
+    return list(dict.fromkeys([*sampling.stop_token_ids, *eos]))
 
 
 def effective_sampling(
@@ -84,13 +88,14 @@ Body = dict[str, Any] | bytes
 """A request body: its bytes as received, or already read (an in-process caller)."""
 
 
-def read_request(dialect: Dialect, body: Body) -> ChatRequest:
+def read_request(dialect: Dialect, body: Body, scope: str = "") -> ChatRequest:
     """The dialect's request for ``body``: from the bytes themselves where the dialect can
-    (``parse_body``, which reads only what earlier requests did not have), else read as a JSON
-    object and parsed. Raises ProxyError (400 for a body that is not a JSON object)."""
+    (``parse_body(body, scope)``, which reads only what earlier requests of ``scope``, the
+    session, did not have), else read as a JSON object and parsed. Raises ProxyError (400 for
+    a body that is not a JSON object)."""
     if isinstance(body, bytes):
         from_bytes = getattr(dialect, "parse_body", None)
-        request = from_bytes(body) if from_bytes is not None else None
+        request = from_bytes(body, scope) if from_bytes is not None else None
         if request is not None:
             return request
         body = json_object(body)
@@ -134,7 +139,7 @@ class Call:
     record: CallRecord
     sampling: Sampling
     stop: list[int]
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    id: str = field(default_factory=lambda: fresh_hex(32))
     stopped_by: str | None = None
     """The stop string that ended the reply, once generated."""
 
@@ -159,12 +164,15 @@ class CallHandler:
     on_call: Callable[[CallRecord], None] | None = None
     prefix_cache: PrefixCache | None = None
     renderer: IncrementalRenderer = field(init=False)
+    eos: list[int] = field(init=False)
+    """The tokenizer's eos ids (read once: transformers looks them up by name on each access)."""
     tools: SharedTools = field(default_factory=SharedTools)
 
     def __post_init__(self) -> None:
         if self.prefix_cache is None:
             self.prefix_cache = PrefixCache(self.inference.tokenizer)
         self.renderer = IncrementalRenderer(self.inference.tokenizer, self.template)
+        self.eos = eos_ids(self.inference.tokenizer)
 
     # -------------------------------------------------------------- entry points
 
@@ -206,7 +214,7 @@ class CallHandler:
 
     def prepare(self, session: ProxySession, dialect: Dialect, body: Body) -> Call:
         """Parse and render; reserve the call's index in its thread. Raises ProxyError."""
-        request = read_request(dialect, body)
+        request = read_request(dialect, body, session.id)
         request.model = request.model or self.model_name
         request.tools = self.tools.share(request.tools)
         if request.stream and not isinstance(dialect, StreamingDialect):
@@ -239,7 +247,7 @@ class CallHandler:
                 )
                 session.errors.append(message)
                 raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
-            stop = stop_ids(tokenizer, session.sampling)
+            stop = stop_ids(self.eos, session.sampling)
             # Built without validation: the fields are typed here (ids are TokenIds), and
             # validating prompt ids would copy a sequence as long as the context on every call.
             record = CallRecord.model_construct(

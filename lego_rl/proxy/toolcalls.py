@@ -16,8 +16,8 @@ in ``malformed``.
 from __future__ import annotations
 
 import json
+import random
 import re
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,8 +57,18 @@ class ParsedCompletion:
     malformed: int = 0
 
 
+_ids = random.Random()
+"""Draws ids: its own generator, so that seeding the global one does not repeat them."""
+
+
+def fresh_hex(bits: int) -> str:
+    """``bits`` random bits in hex: ids that are unique, not secret (``uuid4`` reads the OS's
+    randomness: ~20 us on a call that wakes an idle CPU here)."""
+    return f"{_ids.getrandbits(bits):0{bits // 4}x}"
+
+
 def new_tool_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
+    return f"call_{fresh_hex(96)}"
 
 
 def hermes_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

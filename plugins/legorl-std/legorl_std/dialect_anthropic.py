@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
-from lego_rl.proxy.errors import require
+from lego_rl.data import Sampling
+from lego_rl.proxy.errors import BadRequest, require
 from lego_rl.proxy.jsonio import loads
-from lego_rl.proxy.jsontexts import TextMemo, field_texts, item_texts
+from lego_rl.proxy.jsontexts import TextMemo, field_texts
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import model_name, request_sampling, text_of
 from lego_rl.proxy.streaming import fragments, sse
@@ -168,6 +169,12 @@ def _system(raw: Any) -> str:
     return text_of(raw, "system") if raw else ""
 
 
+def _system_head(raw: Any) -> list[ChatMessage]:
+    """The system message a request's ``system`` field makes (none when empty)."""
+    system = _system(raw)
+    return [ChatMessage(role="system", content=system)] if system else []
+
+
 def tool_use_id(call_id: str) -> str:
     return "toolu_" + call_id.removeprefix("call_")
 
@@ -193,6 +200,59 @@ def parse_message(raw: Any, index: int) -> list[ChatMessage]:
     return _user(blocks, role, f"{param}.content")
 
 
+Settings = tuple[Sampling, str, bool]
+"""A request's sampling, model name and whether it streams."""
+
+FieldTexts = tuple[tuple[str, bytes], ...]
+"""A body's top-level fields but messages, system and tools, as (name, JSON text)."""
+
+
+def _settings(body: dict[str, Any]) -> Settings:
+    """The settings of a body's top-level fields (a BadRequest naming a wrong one)."""
+    choice = body.get("tool_choice")
+    require(
+        choice is None or (isinstance(choice, dict) and "type" in choice),
+        'tool_choice must be an object such as {"type": "auto"}',
+        "tool_choice",
+    )
+    stream = body.get("stream", False)
+    require(isinstance(stream, bool), "stream must be a boolean", "stream")
+    return request_sampling(body, ("max_tokens",), "stop_sequences"), model_name(body), stream
+
+
+def _read_fields(texts: FieldTexts) -> dict[str, Any]:
+    return {key: loads(text) for key, text in texts}
+
+
+def _checked(body: dict[str, Any]) -> tuple[dict[str, Any], Settings | None]:
+    """The fields with their settings, or None where they are wrong: the BadRequest is raised
+    when the request is built, after the messages' (the order :meth:`AnthropicDialect.parse`
+    reports them in)."""
+    try:
+        return body, _settings(body)
+    except BadRequest:
+        return body, None
+
+
+def _request(
+    body: dict[str, Any],
+    head: list[ChatMessage],
+    messages: list[ChatMessage],
+    tools: list[dict[str, Any]],
+    settings: Settings,
+) -> ChatRequest:
+    """The request from its parsed parts; ``body`` holds the rest of the top-level fields."""
+    sampling, model, stream = settings
+    return ChatRequest(
+        messages=[*head, *messages],
+        tools=tools,
+        sampling=sampling,
+        model=model,
+        stream=stream,
+        raw=body,
+    )
+
+
 class AnthropicDialect:
     """Anthropic Messages: request parsing, response, stream and error shapes.
 
@@ -207,8 +267,11 @@ class AnthropicDialect:
 
     def __init__(self) -> None:
         self.memo = MessageMemo(parse_message)
-        self.systems: TextMemo[str] = TextMemo(_system)
-        self.tools: TextMemo[list[dict[str, Any]]] = TextMemo(_tools)
+        self.systems: TextMemo[bytes, list[ChatMessage]] = TextMemo(_system_head)
+        self.tools: TextMemo[bytes, list[dict[str, Any]]] = TextMemo(_tools)
+        self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
+            _checked, read=_read_fields
+        )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         raw_messages = body.get("messages")
@@ -218,14 +281,12 @@ class AnthropicDialect:
             "messages",
         )
         tools = body.get("tools")
-        return self._request(
-            body,
-            _system(body.get("system")),
-            self.memo.parse(raw_messages),
-            _tools(tools) if tools is not None else [],
-        )
+        head = _system_head(body.get("system"))
+        messages = self.memo.parse(raw_messages)
+        tool_list = _tools(tools) if tools is not None else []
+        return _request(body, head, messages, tool_list, _settings(body))
 
-    def parse_body(self, body: bytes) -> ChatRequest | None:
+    def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests did not
         have; None when the body is not what the memos can take (not a JSON object, messages
         not a non-empty array, a text that is not JSON): :meth:`parse` of the body then says
@@ -233,44 +294,18 @@ class AnthropicDialect:
         fields = field_texts(body)
         if fields is None or "messages" not in fields:
             return None
-        texts = item_texts(fields.pop("messages"))
-        if not texts:
-            return None
+        array = fields.pop("messages")
         system, tools = fields.pop("system", b"null"), fields.pop("tools", b"null")
         try:
-            rest = {key: loads(text) for key, text in fields.items()}
-            messages = self.memo.parse_texts(texts)
-            system_text = self.systems.get(system)
+            rest, settings = self.fields.get(tuple(fields.items()))
+            messages = self.memo.parse_array(array, scope)
+            if messages is None:
+                return None
+            head = self.systems.get(system)
             tool_list = self.tools.get(tools) if tools != b"null" else []
         except ValueError:
             return None
-        return self._request(rest, system_text, messages, tool_list)
-
-    def _request(
-        self,
-        body: dict[str, Any],
-        system: str,
-        messages: list[ChatMessage],
-        tools: list[dict[str, Any]],
-    ) -> ChatRequest:
-        """The request from its parsed parts and the rest of the body's fields."""
-        choice = body.get("tool_choice")
-        require(
-            choice is None or (isinstance(choice, dict) and "type" in choice),
-            'tool_choice must be an object such as {"type": "auto"}',
-            "tool_choice",
-        )
-        stream = body.get("stream", False)
-        require(isinstance(stream, bool), "stream must be a boolean", "stream")
-        head = [ChatMessage(role="system", content=system)] if system else []
-        return ChatRequest(
-            messages=[*head, *messages],
-            tools=tools,
-            sampling=request_sampling(body, ("max_tokens",), "stop_sequences"),
-            model=model_name(body),
-            stream=stream,
-            raw=body,
-        )
+        return _request(rest, head, messages, tool_list, settings or _settings(rest))
 
     def content(self, completion: ChatCompletion) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
