@@ -21,7 +21,6 @@ from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
 from lego_rl.proxy.parsing import json_object
 from lego_rl.proxy.render import (
-    Context,
     PrefixCache,
     decode,
     render_text,
@@ -192,13 +191,13 @@ class CallHandler:
             return
         if call.request.stream:
             self._stream(call, reply)
-            return
-        try:
-            answer = self.complete(call)
-        except ProxyError as exc:
-            reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
-            return
-        reply(("json", 200, answer))
+        else:
+            try:
+                reply(("json", 200, self.complete(call)))
+            except ProxyError as exc:
+                reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
+        with session.lock:  # off the reply's path: the next call finds it ready
+            call.thread.settle()
 
     def handle(self, session: ProxySession, dialect: Dialect, body: Body) -> dict[str, Any]:
         """Answer a non-streaming request with its body; raises ProxyError."""
@@ -366,9 +365,7 @@ class CallHandler:
             if gen is None:
                 session.errors.append(f"call {record.index}: {record.error}")
             else:
-                call.thread.context = Context.of(
-                    self.inference.tokenizer, record, call.prompt_text
-                )
+                call.thread.leave(self.inference.tokenizer, record, call.prompt_text)
         if gen is None:
             self._notify(session, record)
             raise ProxyError(500, f"inference backend failed: {record.error}", errors.SERVER_ERROR)

@@ -12,6 +12,7 @@ import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from lego_rl.data import CallRecord, Sampling, Trajectory
 from lego_rl.proxy.incremental import Rendering
@@ -29,10 +30,31 @@ class Thread:
     subagent: bool
     main: bool = False
     calls: list[CallRecord] = field(default_factory=list)
-    context: Context | None = None
-    """What the latest successful call left, for the next call to extend."""
     rendering: Rendering | None = None
     """The latest request's rendered messages, for the next request to render incrementally."""
+    _context: Context | None = field(default=None, repr=False)
+    _left: tuple[Any, CallRecord, str] | None = field(default=None, repr=False)
+
+    @property
+    def context(self) -> Context | None:
+        """What the latest successful call left, for the next call to extend (read and set with
+        the session's lock held). A call leaves it with :meth:`leave`; it is worked out here, on
+        first use: after the call's reply is sent, or by the next call if that comes first."""
+        if self._left is not None:
+            self._context, self._left = Context.of(*self._left), None
+        return self._context
+
+    @context.setter
+    def context(self, value: Context | None) -> None:
+        self._context, self._left = value, None
+
+    def settle(self) -> None:
+        """Work out the context a call left now (with the session's lock held)."""
+        _ = self.context
+
+    def leave(self, tokenizer: Any, record: CallRecord, prompt_text: str) -> None:
+        """The context ``record`` leaves (``prompt_text`` rendered its prompt), worked out later."""
+        self._left = (tokenizer, record, prompt_text)
 
     def continues(self, text: str) -> int:
         """How much of ``text`` this thread's context explains (0: none)."""
