@@ -6,12 +6,14 @@ runs in a separate process (as harnesses do), so the proxy's process does only p
 
 - ``p50/p99_overhead_ms``: sessions call at a harness's pace: ``gen_ms`` of generation, then a
   pause while the harness runs tools (``pause_ms`` on average, each within ``pause_jitter`` of
-  it; sessions start in groups of 4), once through the proxy and once directly: the same
-  backend behind a bare HTTP endpoint on the same server stack (uvicorn, Starlette, a worker
-  thread per call) that reads the body and answers a fixed reply of the same shape, parsing,
-  rendering, tokenizing, recording and formatting nothing. Overhead = a call's latency through
-  the proxy minus the same call's (session, turn) latency direct: what the proxy adds, the HTTP
-  a harness pays to reach any backend left out. ``*_overhead_vs_call_ms`` keep the stricter
+  it; sessions start in groups of 4), directly, then through the proxy, then directly again:
+  the same backend behind a bare HTTP endpoint on the same server stack (uvicorn, Starlette, a
+  worker thread per call) that reads the body and answers a fixed reply of the same shape,
+  parsing, rendering, tokenizing, recording and formatting nothing. Overhead = a call's latency
+  through the proxy minus the mean of the same call's (session, turn) latencies direct, before
+  and after: what the proxy adds, the HTTP a harness pays to reach any backend left out, and a
+  drift of the machine between runs cancelled to first order (``direct_drift_p50_ms``: how much
+  the second direct run differed from the first). ``*_overhead_vs_call_ms`` keep the stricter
   figure against the backend called in process (HTTP and the machine's wake-ups included).
 - ``calls_per_s_per_core``: closed loop against an instant backend for ``throughput_s`` (each
   session starts a new conversation after ``turns`` calls); calls per CPU-second of the
@@ -403,13 +405,20 @@ def _in_process_call(backend: PacedInference) -> float:
     return statistics.median(took)
 
 
-def _overheads(proxied: list[Latency], direct: list[Latency], baseline: float) -> dict[str, Any]:
-    """Per call (session, turn) ran both ways: the proxy's latency minus the direct one; and,
-    stricter, minus ``baseline`` (the backend called in process)."""
-    by_call = {(s, t): lat for s, t, lat, _ in direct}
+def _overheads(
+    proxied: list[Latency], before: list[Latency], after: list[Latency], baseline: float
+) -> dict[str, Any]:
+    """Per call (session, turn) ran both ways: the proxy's latency minus the mean of the same
+    call's direct latencies in the runs ``before`` and ``after`` it (what the machine's state
+    drifts by between runs cancels, to first order); and, stricter, minus ``baseline`` (the
+    backend called in process)."""
+    first = {(s, t): lat for s, t, lat, _ in before}
+    second = {(s, t): lat for s, t, lat, _ in after}
+    by_call = {k: (lat + second[k]) / 2 for k, lat in first.items() if k in second}
     paired = [(lat - by_call[s, t]) * 1e3 for s, t, lat, _ in proxied if (s, t) in by_call]
     against_call = [(lat - baseline) * 1e3 for _, _, lat, _ in proxied]
-    direct_ms = [(lat - baseline) * 1e3 for _, _, lat, _ in direct]
+    direct_ms = [(lat - baseline) * 1e3 for _, _, lat, _ in [*before, *after]]
+    drift = [(second[k] - first[k]) * 1e3 for k in by_call]
     return {
         "paced_calls": len(proxied),
         "paired_calls": len(paired),
@@ -420,6 +429,7 @@ def _overheads(proxied: list[Latency], direct: list[Latency], baseline: float) -
         "p99_overhead_vs_call_ms": _percentile(against_call, 0.99),
         "direct_p50_http_ms": _percentile(direct_ms, 0.50),
         "direct_p99_http_ms": _percentile(direct_ms, 0.99),
+        "direct_drift_p50_ms": _percentile(drift, 0.50),
     }
 
 
@@ -514,8 +524,11 @@ def main(args: list[str]) -> dict[str, Any]:
     )
     direct = _direct_load(*paced_args)
     paced = _serve_load(*paced_args)
+    direct_after = _direct_load(*paced_args)
     baseline = _in_process_call(PacedInference(tokenizer, opts.gen_ms / 1e3))
-    figures |= _overheads(paced["latencies"], direct["latencies"], baseline)
+    figures |= _overheads(
+        paced["latencies"], direct["latencies"], direct_after["latencies"], baseline
+    )
     sizes = [size for *_, size in paced["latencies"]]
     figures |= {
         "mean_body_kb": statistics.mean(sizes) / 1024,
