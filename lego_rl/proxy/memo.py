@@ -80,7 +80,7 @@ class MessageMemo:
             texts = [dumps(message) for message in raw]
         except (TypeError, ValueError):  # not JSON (an in-process caller): parse, keep nothing
             return [m for i, message in enumerate(raw) for m in self.parse_one(message, i)]
-        return self._parse(texts, raw.__getitem__)
+        return self._parse(texts, raw)
 
     def parse_array(self, array: bytes, scope: str = "") -> list[ChatMessage] | None:
         """The same from the messages array's JSON text as a body has it; None when it is not
@@ -135,11 +135,11 @@ class MessageMemo:
                     self.arrays.popitem(last=False)
         return [m for messages in parsed for m in messages]
 
-    def _parse(self, texts: list[bytes], raw: Callable[[int], Any]) -> list[ChatMessage]:
+    def _parse(self, texts: list[bytes], raw: list[Any]) -> list[ChatMessage]:
         with self.lock:
             key = self._longest(texts)
             known = self.entries[key].parsed if key is not None else []
-        parsed = known + [self.parse_one(raw(i), i) for i in range(len(known), len(texts))]
+        parsed = known + [self.parse_one(raw[i], i) for i in range(len(known), len(texts))]
         with self.lock:
             self.reused += len(known)
             self.parsed += len(texts) - len(known)

@@ -290,7 +290,9 @@ class AnthropicDialect:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests did not
         have; None when the body is not what the memos can take (not a JSON object, messages
         not a non-empty array, a text that is not JSON): :meth:`parse` of the body then says
-        what is wrong. ``raw`` of the request holds the top-level fields but these three."""
+        what is wrong. ``scope`` (the session) names whose earlier messages arrays to look for
+        at the start of this one. ``raw`` of the request holds the top-level fields but these
+        three."""
         fields = field_texts(body)
         if fields is None or "messages" not in fields:
             return None
