@@ -1,5 +1,7 @@
 """The openai-chat dialect: parsing requests, formatting replies and errors, registration."""
 
+import json
+
 import legorl_std.dialect_openai_chat as openai_chat
 import pytest
 from legorl_std import dialects
@@ -7,6 +9,7 @@ from pydantic import ValidationError
 
 from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.proxy.pipeline import read_request
 from lego_rl.registry import Registry
 
 dialect = openai_chat.OpenAIChatDialect()
@@ -173,3 +176,52 @@ def test_registers_through_the_registry():
     assert isinstance(built, openai_chat.OpenAIChatDialect)
     with pytest.raises(ValidationError):
         registry.build("dialect", "openai-chat", {"streaming": True})
+
+
+TOOL_LIST = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def chat_body(turns: int, **fields) -> bytes:
+    messages = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "fix"}]
+    for n in range(turns):
+        call = {"id": f"c{n}", "type": "function",
+                "function": {"name": "bash", "arguments": '{"n": 123456789012345678901234567890}'}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": [{"type": "text", "text": f"out {n}"}]},
+        ]
+    return json.dumps({"model": "m", "messages": messages, "tools": TOOL_LIST} | fields).encode()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"stream": True, "stream_options": {"include_usage": True}},
+     {"max_completion_tokens": 9, "stop": ["x", "y"], "tool_choice": "auto", "tools": None}],
+    ids=["plain", "stream", "sampling"],
+)
+def test_a_body_read_as_texts_gives_the_request_a_full_read_gives(fields):
+    dialect = openai_chat.OpenAIChatDialect()
+    for turns in range(3):
+        raw = chat_body(turns, **fields)
+        fast, full = dialect.parse_body(raw, "s"), dialect.parse(json.loads(raw))
+        assert fast is not None
+        assert (fast.messages, fast.tools, fast.sampling, fast.model, fast.stream) == (
+            full.messages, full.tools, full.sampling, full.model, full.stream
+        )
+        assert fast.raw == {k: v for k, v in full.raw.items() if k not in ("messages", "tools")}
+    assert "123456789012345678901234567890" in fast.messages[2].tool_calls[0]["function"]["arguments"]
+    assert dialect.memo.reused == 2 + 4  # turn 1 reuses 2 messages, turn 2 reuses 4
+
+
+@pytest.mark.parametrize(
+    "fields", [{"n": 2}, {"tool_choice": 3}, {"stop": ["a"] * 5}, {"model": 1}], ids=["n", "choice", "stop", "model"]
+)
+def test_a_wrong_field_is_reported_by_the_full_read_in_its_order(fields):
+    raw = chat_body(1, **fields)
+    dialect = openai_chat.OpenAIChatDialect()
+    assert dialect.parse_body(raw, "s") is None
+    with pytest.raises(BadRequest) as fast:
+        read_request(dialect, raw, "s")
+    with pytest.raises(BadRequest) as full:
+        openai_chat.OpenAIChatDialect().parse(json.loads(raw))
+    assert (fast.value.message, fast.value.param) == (full.value.message, full.value.param)

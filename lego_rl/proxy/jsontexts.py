@@ -51,6 +51,15 @@ def item_texts(array: bytes) -> list[bytes] | None:
     return [bytes(text) for text in items]
 
 
+FieldTexts = tuple[tuple[str, bytes], ...]
+"""A body's top-level fields (some of them), as (name, JSON text): a key for a TextMemo."""
+
+
+def read_fields(texts: FieldTexts) -> dict[str, Any]:
+    """The fields' values (a ``read`` for a TextMemo keyed by FieldTexts)."""
+    return {key: loads(text) for key, text in texts}
+
+
 class TextMemo(Generic[K, T]):
     """``parse(read(text))`` for the ``size`` most recently used texts: JSON texts (``read``:
     :func:`lego_rl.proxy.jsonio.loads`), or any hashable of them with its own ``read``.

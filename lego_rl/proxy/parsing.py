@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lego_rl.data import Sampling
 from lego_rl.proxy import jsonio
 from lego_rl.proxy.errors import BadRequest, require
+
+
+Settings = tuple[Sampling, str, bool]
+"""What a request's top-level fields set: its sampling, model name and whether it streams."""
+
+
+def checked(
+    settings: Callable[[dict[str, Any]], Settings], body: dict[str, Any]
+) -> tuple[dict[str, Any], Settings | None]:
+    """``body`` with its ``settings``, or None where a check fails (a dialect reading a body as
+    texts memoises this; the full read then reports the failure, in the dialect's order)."""
+    try:
+        return body, settings(body)
+    except BadRequest:
+        return body, None
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
-from lego_rl.data import Sampling
-from lego_rl.proxy.errors import BadRequest, require
-from lego_rl.proxy.jsonio import loads
-from lego_rl.proxy.jsontexts import TextMemo, field_texts
+from lego_rl.proxy.errors import require
+from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
-from lego_rl.proxy.parsing import model_name, request_sampling, text_of
+from lego_rl.proxy.parsing import Settings, checked, model_name, request_sampling, text_of
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
@@ -200,13 +199,6 @@ def parse_message(raw: Any, index: int) -> list[ChatMessage]:
     return _user(blocks, role, f"{param}.content")
 
 
-Settings = tuple[Sampling, str, bool]
-"""A request's sampling, model name and whether it streams."""
-
-FieldTexts = tuple[tuple[str, bytes], ...]
-"""A body's top-level fields but messages, system and tools, as (name, JSON text)."""
-
-
 def _settings(body: dict[str, Any]) -> Settings:
     """The settings of a body's top-level fields (a BadRequest naming a wrong one)."""
     choice = body.get("tool_choice")
@@ -218,20 +210,6 @@ def _settings(body: dict[str, Any]) -> Settings:
     stream = body.get("stream", False)
     require(isinstance(stream, bool), "stream must be a boolean", "stream")
     return request_sampling(body, ("max_tokens",), "stop_sequences"), model_name(body), stream
-
-
-def _read_fields(texts: FieldTexts) -> dict[str, Any]:
-    return {key: loads(text) for key, text in texts}
-
-
-def _checked(body: dict[str, Any]) -> tuple[dict[str, Any], Settings | None]:
-    """The fields with their settings, or None where they are wrong: the BadRequest is raised
-    when the request is built, after the messages' (the order :meth:`AnthropicDialect.parse`
-    reports them in)."""
-    try:
-        return body, _settings(body)
-    except BadRequest:
-        return body, None
 
 
 def _request(
@@ -270,7 +248,7 @@ class AnthropicDialect:
         self.systems: TextMemo[bytes, list[ChatMessage]] = TextMemo(_system_head)
         self.tools: TextMemo[bytes, list[dict[str, Any]]] = TextMemo(_tools)
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
-            _checked, read=_read_fields
+            partial(checked, _settings), read=read_fields
         )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import openai_error, require
-from lego_rl.proxy.parsing import model_name, request_sampling, text_of
+from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
+from lego_rl.proxy.memo import MessageMemo
+from lego_rl.proxy.parsing import Settings, checked, model_name, request_sampling, text_of
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
@@ -92,11 +95,55 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     return raw
 
 
+def _parse_one(raw: Any, index: int) -> list[ChatMessage]:
+    return [_message(raw, f"messages[{index}]")]
+
+
+def _choices(body: dict[str, Any]) -> None:
+    """The checks made before the messages are read: ``n`` and ``tool_choice``."""
+    n = body.get("n")
+    require(n is None or n == 1, "only n=1 is supported", "n")
+    choice = body.get("tool_choice")
+    require(
+        choice is None or choice in TOOL_CHOICES or isinstance(choice, dict),
+        f"tool_choice must be one of {sorted(TOOL_CHOICES)} or a function choice",
+        "tool_choice",
+    )
+
+
+def _settings(body: dict[str, Any]) -> Settings:
+    sampling = request_sampling(body, ("max_tokens", "max_completion_tokens"), "stop", 4)
+    return sampling, model_name(body), bool(body.get("stream", False))
+
+
+def _checked_settings(body: dict[str, Any]) -> Settings:
+    _choices(body)
+    return _settings(body)
+
+
+def _request(
+    body: dict[str, Any], messages: list[ChatMessage], tools: list[dict[str, Any]], settings: Settings
+) -> ChatRequest:
+    sampling, model, stream = settings
+    return ChatRequest(
+        messages=messages, tools=tools, sampling=sampling, model=model, stream=stream, raw=body
+    )
+
+
 class OpenAIChatDialect:
-    """OpenAI Chat Completions: request parsing, response and error shapes."""
+    """OpenAI Chat Completions: request parsing, response and error shapes. A body is read as
+    texts (:meth:`parse_body`): the session's earlier messages and the tool list are recognised
+    by their bytes, not parsed again."""
 
     name = "openai-chat"
     routes = (("POST", "/v1/chat/completions"),)
+
+    def __init__(self) -> None:
+        self.memo = MessageMemo(_parse_one)
+        self.tools: TextMemo[bytes, list[dict[str, Any]]] = TextMemo(_tools)
+        self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
+            partial(checked, _checked_settings), read=read_fields
+        )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
         messages = body.get("messages")
@@ -105,22 +152,32 @@ class OpenAIChatDialect:
             "messages must be a non-empty list",
             "messages",
         )
-        n = body.get("n")
-        require(n is None or n == 1, "only n=1 is supported", "n")
-        choice = body.get("tool_choice")
-        require(
-            choice is None or choice in TOOL_CHOICES or isinstance(choice, dict),
-            f"tool_choice must be one of {sorted(TOOL_CHOICES)} or a function choice",
-            "tool_choice",
-        )
-        return ChatRequest(
-            messages=[_message(m, f"messages[{i}]") for i, m in enumerate(messages)],
-            tools=_tools(body["tools"]) if body.get("tools") is not None else [],
-            sampling=request_sampling(body, ("max_tokens", "max_completion_tokens"), "stop", 4),
-            model=model_name(body),
-            stream=bool(body.get("stream", False)),
-            raw=body,
-        )
+        _choices(body)
+        parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+        tools = _tools(body["tools"]) if body.get("tools") is not None else []
+        return _request(body, parsed, tools, _settings(body))
+
+    def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
+        """:meth:`parse` of a request body's bytes, reading only what earlier requests of
+        ``scope`` (the session) did not have (as the Anthropic dialect does); None when the
+        body is not what the memos can take, or a top-level field is wrong: :meth:`parse` of
+        the body then says what is wrong, in its order. ``raw`` holds the top-level fields but
+        messages and tools."""
+        fields = field_texts(body)
+        if fields is None or "messages" not in fields:
+            return None
+        array, tools = fields.pop("messages"), fields.pop("tools", b"null")
+        try:
+            rest, settings = self.fields.get(tuple(fields.items()))
+            if settings is None:
+                return None
+            messages = self.memo.parse_array(array, scope)
+            if messages is None:
+                return None
+            tool_list = self.tools.get(tools) if tools != b"null" else []
+        except ValueError:
+            return None
+        return _request(rest, messages, tool_list, settings)
 
     def format(
         self, request: ChatRequest, completion: ChatCompletion, call_id: str
