@@ -180,6 +180,19 @@ def test_stops_at_stop_token_ids(inf, prompt):
     assert gen.completion_ids == [first] and gen.finish_reason == "stop"
 
 
+def test_stops_at_the_token_that_completes_a_stop_string(inf, prompt):
+    from lego_rl.proxy.stopstrings import cut_at_stop
+
+    free = inf.generate(prompt, Sampling(max_tokens=24, seed=5))
+    text = inf.tokenizer.decode(free.completion_ids[:12], skip_special_tokens=False)
+    stop = text[-3:].strip() or text[-6:]  # ends inside the 12th token's text or just before
+    gen = inf.generate(prompt, Sampling(max_tokens=24, seed=5, stop=[stop]))
+    cut, hit = cut_at_stop(inf.tokenizer, free, [stop], [inf.tokenizer.eos_token_id])
+    assert hit == stop and gen.finish_reason == "stop"
+    assert gen.completion_ids == cut.completion_ids == free.completion_ids[: len(gen.completion_ids)]
+    assert len(gen.completion_ids) <= 12 and gen.logprobs == free.logprobs[: len(gen.logprobs)]
+
+
 def test_never_exceeds_max_context(inf):
     prompt = [100] * (TINY.max_context - 3)
     gen = inf.generate(prompt, Sampling(max_tokens=50, temperature=0))

@@ -7,7 +7,7 @@ their log-probs, exactly those of a generation that had stopped there."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lego_rl.data import Generation
@@ -46,6 +46,21 @@ class StopScanner:
         return held
 
 
+def stop_watch(
+    tokenizer: Any, stops: Sequence[str], stop_ids: Sequence[int]
+) -> Callable[[int], str | None]:
+    """Push sampled ids one by one: the stop string the latest completed, or None (a backend
+    that watches its tokens stops where :func:`cut_at_stop` would cut)."""
+    scanner = StopScanner(stops)
+    decoder = IncrementalDecoder(tokenizer, list(stop_ids))
+
+    def push(token: int) -> str | None:
+        scanner.push(decoder.push(token))
+        return scanner.hit
+
+    return push
+
+
 def cut_at_stop(
     tokenizer: Any, gen: Generation, stops: Sequence[str], stop_ids: Sequence[int]
 ) -> tuple[Generation, str | None]:
@@ -53,13 +68,11 @@ def cut_at_stop(
     (``gen`` unchanged and None when none appears)."""
     if not any(stops):
         return gen, None
-    scanner = StopScanner(stops)
-    decoder = IncrementalDecoder(tokenizer, list(stop_ids))
+    push = stop_watch(tokenizer, stops, stop_ids)
     for index, token in enumerate(gen.completion_ids):
-        scanner.push(decoder.push(token))
-        if scanner.hit is not None:
+        if (hit := push(token)) is not None:
             n = index + 1
             routing = gen.routing[:n] if gen.routing is not None else None
             kept = {"completion_ids": list(gen.completion_ids[:n]), "logprobs": list(gen.logprobs[:n])}
-            return gen.model_copy(update={**kept, "routing": routing, "finish_reason": "stop"}), scanner.hit
+            return gen.model_copy(update={**kept, "routing": routing, "finish_reason": "stop"}), hit
     return gen, None

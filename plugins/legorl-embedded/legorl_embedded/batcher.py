@@ -59,6 +59,9 @@ class Request:
     """Real (unpadded) tokens in this row's KV cache: the position of the next token fed."""
     finishing: bool = False
     """Its last token is drawn; an MoE row is fed once more for that token's routing."""
+    watch: Callable[[int], str | None] | None = None
+    """Given each drawn token: the stop string it completed, if any (the request's stop strings)."""
+    stopped_by: str | None = None
 
     def wait(self, on_token: Callable[[int, float], None] | None) -> Generation:
         """Block the caller until done, calling ``on_token`` (here) for each token as it comes."""
@@ -80,10 +83,14 @@ class Request:
         self.completion.append(token)
         self.logprobs.append(logprob)
         self.events.put(("token", token, logprob))
-        self.finishing = token in self.stops or len(self.completion) >= self.budget
+        if self.watch is not None and self.stopped_by is None:
+            self.stopped_by = self.watch(token)
+        self.finishing = (
+            token in self.stops or len(self.completion) >= self.budget or self.stopped_by is not None
+        )
 
     def finish(self) -> None:
-        stopped = self.completion[-1] in self.stops
+        stopped = self.completion[-1] in self.stops or self.stopped_by is not None
         gen = Generation(
             completion_ids=self.completion,
             logprobs=self.logprobs,

@@ -17,6 +17,7 @@ import torch
 
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import Problem
+from lego_rl.proxy.stopstrings import stop_watch
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import ModelSpec
 from legorl_embedded.batcher import Batcher, Request
@@ -159,7 +160,8 @@ class HFInference:
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
-        """Sample one completion of ``prompt_ids``; stops at eos / stop ids / max_tokens / context.
+        """Sample one completion of ``prompt_ids``; stops at eos / stop ids / max_tokens / context,
+        or at the token that completes one of ``sampling.stop`` (where the proxy cuts a reply).
 
         Calls from several threads are decoded together in one batch. ``on_token(id,
         logprob)`` is called from this (the calling) thread as each token is drawn, so a
@@ -171,12 +173,14 @@ class HFInference:
             return Generation(
                 completion_ids=[], logprobs=[], finish_reason="length", policy_version=self.policy_version
             )
+        stops = frozenset({self._eos, *sampling.stop_token_ids})
         request = Request(
             prompt=list(prompt_ids),
             sampling=sampling,
             budget=budget,
-            stops=frozenset({self._eos, *sampling.stop_token_ids}),
+            stops=stops,
             generator=self._generator_for(sampling),
+            watch=stop_watch(self.tokenizer, sampling.stop, list(stops)) if any(sampling.stop) else None,
         )
         self.batcher.submit(request)
         return request.wait(on_token)
