@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lego_rl.data import Sampling
+from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy import jsonio
 from lego_rl.proxy.errors import BadRequest, require
 
@@ -23,6 +24,26 @@ def checked(
         return body, settings(body)
     except BadRequest:
         return body, None
+
+
+def chat_request(
+    raw: dict[str, Any],
+    messages: list[ChatMessage],
+    tools: list[dict[str, Any]],
+    settings: Settings,
+) -> ChatRequest:
+    """The request from its parsed parts; ``raw`` holds the body's top-level fields (a body
+    read as texts may leave out those parsed into the request itself)."""
+    sampling, model, stream = settings
+    return ChatRequest(
+        messages=messages, tools=tools, sampling=sampling, model=model, stream=stream, raw=raw
+    )
+
+
+def stream_flag(body: dict[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    require(isinstance(stream, bool), "stream must be a boolean", "stream")
+    return stream
 
 
 def json_object(body: bytes) -> dict[str, Any]:

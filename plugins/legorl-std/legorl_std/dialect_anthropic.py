@@ -25,7 +25,15 @@ from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import require
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
-from lego_rl.proxy.parsing import Settings, checked, model_name, request_sampling, text_of
+from lego_rl.proxy.parsing import (
+    Settings,
+    chat_request,
+    checked,
+    model_name,
+    request_sampling,
+    stream_flag,
+    text_of,
+)
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
@@ -207,27 +215,10 @@ def _settings(body: dict[str, Any]) -> Settings:
         'tool_choice must be an object such as {"type": "auto"}',
         "tool_choice",
     )
-    stream = body.get("stream", False)
-    require(isinstance(stream, bool), "stream must be a boolean", "stream")
-    return request_sampling(body, ("max_tokens",), "stop_sequences"), model_name(body), stream
-
-
-def _request(
-    body: dict[str, Any],
-    head: list[ChatMessage],
-    messages: list[ChatMessage],
-    tools: list[dict[str, Any]],
-    settings: Settings,
-) -> ChatRequest:
-    """The request from its parsed parts; ``body`` holds the rest of the top-level fields."""
-    sampling, model, stream = settings
-    return ChatRequest(
-        messages=[*head, *messages],
-        tools=tools,
-        sampling=sampling,
-        model=model,
-        stream=stream,
-        raw=body,
+    return (
+        request_sampling(body, ("max_tokens",), "stop_sequences"),
+        model_name(body),
+        stream_flag(body),
     )
 
 
@@ -262,7 +253,7 @@ class AnthropicDialect:
         head = _system_head(body.get("system"))
         messages = self.memo.parse(raw_messages)
         tool_list = _tools(tools) if tools is not None else []
-        return _request(body, head, messages, tool_list, _settings(body))
+        return chat_request(body, [*head, *messages], tool_list, _settings(body))
 
     def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests did not
@@ -285,7 +276,7 @@ class AnthropicDialect:
             tool_list = self.tools.get(tools) if tools != b"null" else []
         except ValueError:
             return None
-        return _request(rest, head, messages, tool_list, settings or _settings(rest))
+        return chat_request(rest, [*head, *messages], tool_list, settings or _settings(rest))
 
     def content(self, completion: ChatCompletion) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []

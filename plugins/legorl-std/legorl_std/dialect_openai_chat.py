@@ -22,7 +22,15 @@ from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import openai_error, require
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
-from lego_rl.proxy.parsing import Settings, checked, model_name, request_sampling, text_of
+from lego_rl.proxy.parsing import (
+    Settings,
+    chat_request,
+    checked,
+    model_name,
+    request_sampling,
+    stream_flag,
+    text_of,
+)
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
@@ -121,15 +129,6 @@ def _checked_settings(body: dict[str, Any]) -> Settings:
     return _settings(body)
 
 
-def _request(
-    body: dict[str, Any], messages: list[ChatMessage], tools: list[dict[str, Any]], settings: Settings
-) -> ChatRequest:
-    sampling, model, stream = settings
-    return ChatRequest(
-        messages=messages, tools=tools, sampling=sampling, model=model, stream=stream, raw=body
-    )
-
-
 class OpenAIChatDialect:
     """OpenAI Chat Completions: request parsing, response and error shapes. A body is read as
     texts (:meth:`parse_body`): the session's earlier messages and the tool list are recognised
@@ -155,7 +154,7 @@ class OpenAIChatDialect:
         _choices(body)
         parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         tools = _tools(body["tools"]) if body.get("tools") is not None else []
-        return _request(body, parsed, tools, _settings(body))
+        return chat_request(body, parsed, tools, _settings(body))
 
     def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests of
@@ -177,7 +176,7 @@ class OpenAIChatDialect:
             tool_list = self.tools.get(tools) if tools != b"null" else []
         except ValueError:
             return None
-        return _request(rest, messages, tool_list, settings)
+        return chat_request(rest, messages, tool_list, settings)
 
     def format(
         self, request: ChatRequest, completion: ChatCompletion, call_id: str

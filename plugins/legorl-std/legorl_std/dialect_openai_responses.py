@@ -13,18 +13,33 @@ output_item.done, response.completed).
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import BadRequest, openai_error, require
-from lego_rl.proxy.parsing import model_name, request_sampling, text_of
+from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
+from lego_rl.proxy.memo import MessageMemo
+from lego_rl.proxy.parsing import (
+    Settings,
+    chat_request,
+    checked,
+    model_name,
+    request_sampling,
+    stream_flag,
+    text_of,
+)
 from lego_rl.proxy.streaming import fragments, sse
 from lego_rl.proxy.toolcalls import Delta, StreamEvent
 from lego_rl.registry import BuildContext
 
+T = TypeVar("T")
 ROLES = {
     "user": "user",
     "assistant": "assistant",
@@ -44,64 +59,101 @@ class OpenAIResponsesOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _item(item: Any, index: int) -> list[ChatMessage]:
+    """One input item as a message; assistant output (text, reasoning, a function call) is a
+    piece of an assistant turn that :class:`Turns` joins with its neighbours."""
+    param = f"input[{index}]"
+    require(isinstance(item, dict), "each input item must be an object", param)
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = ROLES.get(item.get("role"))
+        require(role is not None, f"unsupported role {item.get('role')!r}", f"{param}.role")
+        text = _text_parts(item.get("content"), f"{param}.content")
+        return [ChatMessage(role=role, content=text)]  # type: ignore[arg-type]
+    if kind == "reasoning":
+        parts = item.get("content") or item.get("summary") or []
+        return [ChatMessage(role="assistant", reasoning=_text_parts(parts, f"{param}.content"))]
+    if kind == "function_call":
+        require(isinstance(item.get("name"), str), "function_call needs a name", param)
+        arguments = item.get("arguments", "{}")
+        require(isinstance(arguments, str), "arguments must be a JSON string", param)
+        call = {
+            "id": str(item.get("call_id", "")),
+            "type": "function",
+            "function": {"name": item["name"], "arguments": arguments},
+        }
+        return [ChatMessage(role="assistant", tool_calls=[call])]
+    if kind == "function_call_output":
+        output = item.get("output", "")
+        text = output if isinstance(output, str) else _text_parts(output, f"{param}.output")
+        return [ChatMessage(role="tool", content=text, tool_call_id=str(item.get("call_id", "")))]
+    raise BadRequest(f"unsupported input item type {kind!r}", param=f"{param}.type")
+
+
+def _joined(pieces: Sequence[ChatMessage]) -> ChatMessage:
+    """Consecutive assistant pieces as the one turn the model produced: its (non-empty) texts
+    joined by newlines, reasoning concatenated, function calls in order."""
+    return ChatMessage(
+        role="assistant",
+        content="\n".join(piece.content for piece in pieces if piece.content),
+        reasoning="".join(piece.reasoning for piece in pieces),
+        tool_calls=[call for piece in pieces for call in piece.tool_calls],
+    )
+
+
+def _turns(
+    pieces: Sequence[ChatMessage], joined: Callable[[tuple[ChatMessage, ...]], ChatMessage] = _joined
+) -> list[ChatMessage]:
+    """``pieces`` with each run of assistant pieces ``joined`` into one turn."""
+    out: list[ChatMessage] = []
+    i, n = 0, len(pieces)
+    while i < n:
+        end = i + 1
+        if pieces[i].role == "assistant":
+            while end < n and pieces[end].role == "assistant":
+                end += 1
+        out.append(pieces[i] if end == i + 1 else joined(tuple(pieces[i:end])))
+        i = end
+    return out
+
+
+class JoinedTurns:
+    """:func:`_joined` for the ``size`` most recently joined runs of pieces.
+
+    The message memo hands the same piece objects to every later request of a conversation,
+    so a run is found by its pieces' identities: a call joins only its new runs. An entry keeps
+    its pieces alive, so no other object can have their ids meanwhile. Turns are shared, never
+    to be mutated."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self.runs: OrderedDict[tuple[int, ...], tuple[tuple[ChatMessage, ...], ChatMessage]] = (
+            OrderedDict()
+        )
+        self.lock = threading.Lock()
+
+    def __call__(self, run: tuple[ChatMessage, ...]) -> ChatMessage:
+        key = tuple(map(id, run))
+        with self.lock:
+            found = self.runs.get(key)
+            if found is not None:
+                self.runs.move_to_end(key)
+                return found[1]
+        turn = _joined(run)
+        with self.lock:
+            self.runs[key] = (run, turn)
+            while len(self.runs) > self.size:
+                self.runs.popitem(last=False)
+        return turn
+
+
 def _items(raw: Any) -> list[ChatMessage]:
     """Input items -> neutral messages. Consecutive assistant output (reasoning, text, function
     calls) is one assistant turn, as the model produced it."""
     if isinstance(raw, str):
         return [ChatMessage(role="user", content=raw)]
     require(isinstance(raw, list), "input must be a string or a list of items", "input")
-    out: list[ChatMessage] = []
-
-    def assistant() -> ChatMessage:
-        if not out or out[-1].role != "assistant":
-            out.append(ChatMessage(role="assistant"))
-        return out[-1]
-
-    for i, item in enumerate(raw):
-        param = f"input[{i}]"
-        require(isinstance(item, dict), "each input item must be an object", param)
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = ROLES.get(item.get("role"))
-            require(
-                role is not None,
-                f"unsupported role {item.get('role')!r}",
-                f"{param}.role",
-            )
-            text = _text_parts(item.get("content"), f"{param}.content")
-            if role == "assistant":
-                turn = assistant()
-                turn.content = f"{turn.content}\n{text}" if turn.content else text
-            else:
-                out.append(ChatMessage(role=role, content=text))  # type: ignore[arg-type]
-        elif kind == "reasoning":
-            parts = item.get("content") or item.get("summary") or []
-            assistant().reasoning += _text_parts(parts, f"{param}.content")
-        elif kind == "function_call":
-            require(isinstance(item.get("name"), str), "function_call needs a name", param)
-            arguments = item.get("arguments", "{}")
-            require(isinstance(arguments, str), "arguments must be a JSON string", param)
-            assistant().tool_calls.append(
-                {
-                    "id": str(item.get("call_id", "")),
-                    "type": "function",
-                    "function": {"name": item["name"], "arguments": arguments},
-                }
-            )
-        elif kind == "function_call_output":
-            output = item.get("output", "")
-            out.append(
-                ChatMessage(
-                    role="tool",
-                    content=output
-                    if isinstance(output, str)
-                    else _text_parts(output, f"{param}.output"),
-                    tool_call_id=str(item.get("call_id", "")),
-                )
-            )
-        else:
-            require(False, f"unsupported input item type {kind!r}", f"{param}.type")
-    return out
+    return _turns([message for i, item in enumerate(raw) for message in _item(item, i)])
 
 
 def _tools(raw: Any) -> list[dict[str, Any]]:
@@ -158,40 +210,98 @@ def call_item(call: dict[str, Any], status: str = "completed") -> dict[str, Any]
     }
 
 
+def _stateless(body: dict[str, Any]) -> None:
+    if body.get("previous_response_id"):
+        raise BadRequest(
+            "previous_response_id is not supported: the proxy keeps no conversation state; "
+            "send the whole conversation in input (store: false)",
+            param="previous_response_id",
+        )
+
+
+def _instructions(value: Any) -> ChatMessage | None:
+    """``instructions`` as the first system message (none when empty)."""
+    if not value:
+        return None
+    require(isinstance(value, str), "instructions must be a string", "instructions")
+    return ChatMessage(role="system", content=value)
+
+
+def _settings(body: dict[str, Any]) -> Settings:
+    return request_sampling(body, ("max_output_tokens",)), model_name(body), stream_flag(body)
+
+
+def _checked_settings(body: dict[str, Any]) -> Settings:
+    _stateless(body)
+    return _settings(body)
+
+
+def _kept(parse: Callable[[Any], T]) -> Callable[[Any], tuple[Any, T]]:
+    """``parse`` that keeps the value it parsed too (the response echoes some fields)."""
+    return lambda value: (value, parse(value))
+
+
 class OpenAIResponsesDialect:
-    """OpenAI Responses: request parsing, response, stream and error shapes."""
+    """OpenAI Responses: request parsing, response, stream and error shapes. A body is read as
+    texts (:meth:`parse_body`): the session's earlier input items, the instructions and the
+    tool list are recognised by their bytes, not parsed again."""
 
     name = "openai-responses"
     routes = (("POST", "/v1/responses"),)
 
+    def __init__(self) -> None:
+        self.memo = MessageMemo(_item)
+        self.joined = JoinedTurns()
+        self.instructions: TextMemo[bytes, tuple[Any, ChatMessage | None]] = TextMemo(
+            _kept(_instructions)
+        )
+        self.tools: TextMemo[bytes, tuple[Any, list[dict[str, Any]]]] = TextMemo(_kept(_tools))
+        self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
+            partial(checked, _checked_settings), read=read_fields
+        )
+
     def parse(self, body: dict[str, Any]) -> ChatRequest:
-        if body.get("previous_response_id"):
-            raise BadRequest(
-                "previous_response_id is not supported: the proxy keeps no conversation state; "
-                "send the whole conversation in input (store: false)",
-                param="previous_response_id",
-            )
+        _stateless(body)
         require("input" in body, "input is required", "input")
         messages = _items(body["input"])
-        instructions = body.get("instructions")
-        if instructions:
-            require(
-                isinstance(instructions, str),
-                "instructions must be a string",
-                "instructions",
-            )
-            messages.insert(0, ChatMessage(role="system", content=instructions))
+        instructions = _instructions(body.get("instructions"))
+        if instructions is not None:
+            messages.insert(0, instructions)
         require(len(messages) > 0, "input must not be empty", "input")
-        stream = body.get("stream", False)
-        require(isinstance(stream, bool), "stream must be a boolean", "stream")
-        return ChatRequest(
-            messages=messages,
-            tools=_tools(body["tools"]) if body.get("tools") is not None else [],
-            sampling=request_sampling(body, ("max_output_tokens",)),
-            model=model_name(body),
-            stream=stream,
-            raw=body,
-        )
+        stream_flag(body)
+        tools = _tools(body["tools"]) if body.get("tools") is not None else []
+        return chat_request(body, messages, tools, _settings(body))
+
+    def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
+        """:meth:`parse` of a request body's bytes, reading only what earlier requests of
+        ``scope`` (the session) did not have, as the other dialects do; None when the body is
+        not what the memos can take (``input`` not a non-empty list), or a top-level setting is
+        wrong: :meth:`parse` of the body then says what is wrong, in its order."""
+        fields = field_texts(body)
+        if fields is None or fields.get("input", b"")[:1] != b"[":
+            return None
+        array = fields.pop("input")
+        instructions, tools = fields.pop("instructions", None), fields.pop("tools", None)
+        try:
+            rest, settings = self.fields.get(tuple(fields.items()))
+            if settings is None:
+                return None
+            pieces = self.memo.parse_array(array, scope)
+            if pieces is None:
+                return None
+            messages = _turns(pieces, self.joined)
+            raw = dict(rest)
+            if instructions is not None:
+                raw["instructions"], system = self.instructions.get(instructions)
+                messages = [system, *messages] if system is not None else messages
+            tool_list: list[dict[str, Any]] = []
+            if tools is not None:
+                raw["tools"], tool_list = (
+                    self.tools.get(tools) if tools != b"null" else (None, [])
+                )
+        except ValueError:
+            return None
+        return chat_request(raw, messages, tool_list, settings)
 
     def response(
         self,
