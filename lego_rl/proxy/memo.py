@@ -38,8 +38,9 @@ _PER_SCOPE = 4
 
 @dataclass(eq=False)
 class _Array:
-    head: bytes
-    """The array's text up to its last item (no closing bracket, no whitespace before it)."""
+    head: memoryview
+    """The array's text up to its last item (no closing bracket, no whitespace before it): a
+    view of the request's bytes, not a copy of them."""
     parsed: list[list[ChatMessage]]
 
 
@@ -48,6 +49,13 @@ class _Conversation:
     texts: list[bytes]
     """The JSON text of each raw message."""
     parsed: list[list[ChatMessage]]
+
+
+def _head(array: bytes) -> memoryview:
+    end = array.rindex(b"]")
+    while end and array[end - 1] in b" \t\r\n":
+        end -= 1
+    return memoryview(array)[:end]
 
 
 class MessageMemo:
@@ -121,7 +129,7 @@ class MessageMemo:
             if known is not None and known in entries:
                 entries.remove(known)  # the conversation moved on
                 self.held -= 1
-            entries.append(_Array(array[: array.rindex(b"]")].rstrip(), parsed))
+            entries.append(_Array(_head(array), parsed))
             self.held += 1
             if len(entries) > _PER_SCOPE:
                 entries.pop(0)
