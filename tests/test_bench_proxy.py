@@ -1,16 +1,22 @@
 """``legorl bench proxy`` on a tiny load: every figure is there, computed from paired calls."""
 
+import pytest
+
 from lego_rl.bench import proxy
+from lego_rl.bench.proxy_traffic import TRAFFIC
 
 
-def test_bench_pairs_each_proxied_call_with_the_same_call_direct():
+@pytest.mark.parametrize("dialect", sorted(TRAFFIC))
+def test_bench_pairs_each_proxied_call_with_the_same_call_direct(dialect):
     figures = proxy.main(
         [
             "--sessions", "3", "--turns", "3", "--gen-ms", "5", "--pause-ms", "5",
             "--paced-s", "20", "--throughput-s", "1", "--throughput-sessions", "1",
-            "--tokenize-turns", "4", "--tokenizer", "tiny",
+            "--tokenize-turns", "4", "--tokenizer", "tiny", "--dialect", dialect,
         ]
     )
+    assert figures["dialect"] == dialect
+    assert 70 < figures["first_body_kb"] < 80  # the same content in each dialect's shape
     assert figures["paced_calls"] == figures["paired_calls"] == 9
     assert figures["direct_p50_http_ms"] > 0
     # The proxy parses, renders and tokenizes ~75 KB requests (a session's first from scratch:

@@ -1,8 +1,10 @@
 """``legorl bench proxy``: what the proxy adds to each model call, with Claude-Code-sized traffic.
 
 Requests are synthesised like Claude Code's (anthropic-messages, ~75 KB: a long system prompt
-and 24 tools shared by every session, a growing history of tool calls and results). The load
-runs in a separate process (as harnesses do), so the proxy's process does only proxy work.
+and 24 tools shared by every session, a growing history of tool calls and results), or with
+``--dialect`` like Codex's (openai-responses) or a tool-calling agent's on Chat Completions, of
+the same content (:mod:`lego_rl.bench.proxy_traffic`). The load runs in a separate process (as
+harnesses do), so the proxy's process does only proxy work.
 
 - ``p50/p99_overhead_ms``: sessions call at a harness's pace: ``gen_ms`` of generation, then a
   pause while the harness runs tools (``pause_ms`` on average, each within ``pause_jitter`` of
@@ -50,83 +52,14 @@ from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from lego_rl.bench.proxy_traffic import TRAFFIC, Traffic, call_arguments
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import Problem
 
-REPLY = (
-    '<tool_call>\n{"name": "Bash", "arguments": {"command": "ls -la src/module_%d"}}\n</tool_call>'
-)
-
-
-def system_blocks() -> list[dict[str, Any]]:
-    rules = " ".join(
-        f"Rule {i}: keep changes minimal, run the tests, explain briefly." for i in range(260)
-    )
-    return [
-        {"type": "text", "text": "You are Claude Code, a coding agent."},
-        {"type": "text", "text": rules, "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": "Environment: linux, cwd /app, git repository."},
-    ]
-
-
-def tools() -> list[dict[str, Any]]:
-    return [
-        {
-            "name": "Bash" if i == 0 else f"Tool{i}",
-            "description": f"Tool {i}. " + "Use it carefully; it has many options. " * 40,
-            "input_schema": {
-                "type": "object",
-                "properties": {
-                    f"arg{j}": {
-                        "type": "string",
-                        "description": f"Argument {j} of tool {i}.",
-                    }
-                    for j in range(6)
-                }
-                | {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        }
-        for i in range(24)
-    ]
-
-
-def first_messages(session: int) -> list[dict[str, Any]]:
-    reminder = "<system-reminder>" + "Context about the repository. " * 300 + "</system-reminder>"
-    return [
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": reminder},
-                {"type": "text", "text": f"Fix bug {session}."},
-            ],
-        }
-    ]
-
-
-def body(messages: list[dict[str, Any]], shared: dict[str, Any]) -> bytes:
-    return json.dumps(
-        {"model": "policy", "max_tokens": 256, "messages": messages, **shared}
-    ).encode()
-
-
-def next_turn(messages: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
-    """Echo the assistant's content and answer its tool call, as a harness does."""
-    messages.append({"role": "assistant", "content": reply["content"]})
-    tool_use = next(b for b in reply["content"] if b["type"] == "tool_use")
-    output = f"total {turn}\n" + "-rw-r--r-- 1 root root 1234 file.py\n" * 20
-    messages.append(
-        {
-            "role": "user",
-            "content": [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_use["id"],
-                    "content": output,
-                }
-            ],
-        }
-    )
+def _tool_call(n: int) -> str:
+    """The policy's text for tool call ``n`` (Qwen3's format)."""
+    call = json.dumps({"name": "Bash", "arguments": call_arguments(n)})
+    return f"<tool_call>\n{call}\n</tool_call>"
 
 
 class PacedInference:
@@ -137,7 +70,7 @@ class PacedInference:
         self.tokenizer, self.delay, self.policy_version = tokenizer, delay, 0
         self.turn = 0
         self.replies = [
-            [*tokenizer.encode(REPLY % n, add_special_tokens=False), tokenizer.eos_token_id]
+            [*tokenizer.encode(_tool_call(n), add_special_tokens=False), tokenizer.eos_token_id]
             for n in range(7)
         ]
 
@@ -175,6 +108,7 @@ class Pacing:
 
 
 def _load(
+    dialect: str,
     url: str,
     sessions: list[tuple[str, str]],
     turns: int,
@@ -185,14 +119,15 @@ def _load(
 ) -> None:
     """Child process: each session runs ``turns`` calls in its own thread (``repeat``: then a
     new conversation, and so on until ``deadline``); puts its Latencies."""
-    shared = {"system": system_blocks(), "tools": tools()}
+    traffic = TRAFFIC[dialect]()
+    shared = traffic.shared()
     latencies: list[Latency] = []
     lock = threading.Lock()
     parts = urlsplit(url)
 
     def run(index: int, sid: str, key: str) -> None:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-        messages = first_messages(index)
+        conversation = traffic.first(index)
         pauses = pacing.pauses(index)
         time.sleep(pacing.pause * (index % 16) / 16)  # trials start in groups, staggered
         for call in itertools.count() if repeat else range(turns):
@@ -200,15 +135,10 @@ def _load(
             if time.monotonic() > deadline:
                 return
             if call and not turn:
-                messages = first_messages(index)
-            data = body(messages, shared)
+                conversation = traffic.first(index)
+            data = traffic.body(conversation, shared)
             start = time.perf_counter()
-            conn.request(
-                "POST",
-                f"/s/{sid}/v1/messages",
-                data,
-                {"x-api-key": key, "content-type": "application/json"},
-            )
+            conn.request("POST", f"/s/{sid}{traffic.path}", data, traffic.headers(key))
             response = conn.getresponse()
             raw = response.read()
             elapsed = time.perf_counter() - start
@@ -216,7 +146,7 @@ def _load(
                 raise RuntimeError(f"server answered {response.status}: {raw[:300]!r}")
             with lock:
                 latencies.append((index, call, elapsed, len(data)))
-            next_turn(messages, json.loads(raw), turn)
+            traffic.next_turn(conversation, json.loads(raw), turn)
             if pacing.pause:
                 time.sleep(next(pauses))
 
@@ -231,6 +161,7 @@ def _load(
 
 
 def _drive(
+    traffic: Traffic,
     url: str,
     sessions: list[tuple[str, str]],
     turns: int,
@@ -244,7 +175,7 @@ def _drive(
     out = ctx.Queue()
     deadline = time.monotonic() + seconds
     child = ctx.Process(
-        target=_load, args=(url, sessions, turns, pacing, deadline, repeat, out)
+        target=_load, args=(traffic.dialect, url, sessions, turns, pacing, deadline, repeat, out)
     )
     with GcPauses() as pauses:
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -286,6 +217,7 @@ class GcPauses:
 
 
 def _serve_load(
+    traffic: Traffic,
     tokenizer: Any,
     delay: float,
     n_sessions: int,
@@ -294,27 +226,23 @@ def _serve_load(
     seconds: float,
     repeat: bool = False,
 ) -> dict[str, Any]:
-    from legorl_std.dialect_anthropic import AnthropicDialect
-
     from lego_rl.proxy.native_templates import template_twin
     from lego_rl.proxy.server import ProxyServer
 
     server = ProxyServer(
         PacedInference(tokenizer, delay),
-        {"anthropic-messages": AnthropicDialect()},
+        {traffic.dialect: traffic.build()},
         model_name="policy",
         max_context=200_000,
     )
     server.start()
     try:
         opened = [
-            server.open_session(
-                f"bench-{i}", "anthropic-messages", sampling=Sampling(max_tokens=256)
-            )
+            server.open_session(f"bench-{i}", traffic.dialect, sampling=Sampling(max_tokens=256))
             for i in range(n_sessions)
         ]
         sessions = [(s.id, s.api_key) for s in opened]
-        run = _drive(server.url, sessions, turns, pacing, seconds, repeat)
+        run = _drive(traffic, server.url, sessions, turns, pacing, seconds, repeat)
         calls = [c for s in opened for c in s.calls]
         return run | {
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
@@ -331,60 +259,48 @@ def _serve_load(
         server.stop()
 
 
-def direct_app(backend: PacedInference, executor: ThreadPoolExecutor) -> Any:
+def direct_app(traffic: Traffic, backend: PacedInference, executor: ThreadPoolExecutor) -> Any:
     """The backend behind a bare endpoint: read the body, generate in a thread of ``executor``
-    (as many as the proxy's, so neither queues), answer a fixed Anthropic message with a tool
-    call (the proxy's reply to the backend's text)."""
+    (as many as the proxy's, so neither queues), answer a fixed reply with a tool call in the
+    traffic's dialect (the proxy's reply to the backend's text)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-    replies = [
-        json.dumps(
-            {
-                "id": f"msg_{n}",
-                "type": "message",
-                "role": "assistant",
-                "model": "policy",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": f"toolu_{n}",
-                        "name": "Bash",
-                        "input": {"command": f"ls -la src/module_{n}"},
-                    }
-                ],
-                "stop_reason": "tool_use",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 0, "output_tokens": 24},
-            }
-        ).encode()
-        for n in range(7)
-    ]
+    replies = [json.dumps(traffic.reply(n)).encode() for n in range(7)]
 
-    async def messages(request: Request) -> Response:
+    async def answer(request: Request) -> Response:
         await request.body()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(executor, backend.generate, (), Sampling())
         return Response(replies[backend.turn % 7], media_type="application/json")
 
-    return Starlette(routes=[Route("/s/{sid}/v1/messages", messages, methods=["POST"])])
+    return Starlette(routes=[Route("/s/{sid}" + traffic.path, answer, methods=["POST"])])
 
 
 def _direct_load(
-    tokenizer: Any, delay: float, n_sessions: int, turns: int, pacing: Pacing, seconds: float
+    traffic: Traffic,
+    tokenizer: Any,
+    delay: float,
+    n_sessions: int,
+    turns: int,
+    pacing: Pacing,
+    seconds: float,
 ) -> dict[str, Any]:
     from lego_rl.proxy.threaded import ThreadedServer
 
     executor = ThreadPoolExecutor(256, thread_name_prefix="bench-direct")
     server = ThreadedServer(
-        direct_app(PacedInference(tokenizer, delay), executor), "127.0.0.1", 0, "bench-direct"
+        direct_app(traffic, PacedInference(tokenizer, delay), executor),
+        "127.0.0.1",
+        0,
+        "bench-direct",
     )
     port = server.start(30, "the direct endpoint did not start")
     try:
         sessions = [(f"direct-{i}", "") for i in range(n_sessions)]
-        return _drive(f"http://127.0.0.1:{port}", sessions, turns, pacing, seconds)
+        return _drive(traffic, f"http://127.0.0.1:{port}", sessions, turns, pacing, seconds)
     finally:
         server.stop()
         executor.shutdown(wait=False)
@@ -433,27 +349,25 @@ def _overheads(
     }
 
 
-def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
+def _turn_costs(traffic: Traffic, tokenizer: Any, turns: int) -> dict[str, float]:
     """Render and tokenize costs of turn 1 and turn ``turns`` of one session (warm prefix cache)."""
-    from legorl_std.dialect_anthropic import AnthropicDialect
-
     from lego_rl.proxy.pipeline import CallHandler
     from lego_rl.proxy.render import tokenize_prompt
     from lego_rl.proxy.session import ProxySession
 
-    dialect = AnthropicDialect()
+    dialect = traffic.build()
     handler = CallHandler(PacedInference(tokenizer, 0.0), "policy", 1_000_000)
-    shared = {"system": system_blocks(), "tools": tools()}
+    shared = traffic.shared()
     handler.handle(
         ProxySession("warm", dialect.name, Sampling()),
         dialect,
-        json.loads(body(first_messages(99), shared)),
+        json.loads(traffic.body(traffic.first(99), shared)),
     )
     session = ProxySession("one", dialect.name, Sampling())
-    messages = first_messages(0)
+    conversation = traffic.first(0)
     costs: dict[int, tuple[float, float]] = {}
     for turn in range(1, turns + 1):
-        request = dialect.parse(json.loads(body(messages, shared)))
+        request = dialect.parse(json.loads(traffic.body(conversation, shared)))
         if turn in (1, 2, turns):
             thread = session.threads[0] if session.threads else None
             context = thread.context if thread else None
@@ -467,8 +381,8 @@ def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
                 t2 = time.perf_counter()
                 best = (min(best[0], t1 - t0), min(best[1], t2 - t1))
             costs[turn] = best
-        reply = handler.handle(session, dialect, json.loads(body(messages, shared)))
-        next_turn(messages, reply, turn)
+        reply = handler.handle(session, dialect, json.loads(traffic.body(conversation, shared)))
+        traffic.next_turn(conversation, reply, turn)
     (r1, k1), (rn, kn), k2 = costs[1], costs[turns], costs[2][1]
     return {
         "tokenize_turn1_ms": k1 * 1e3,
@@ -479,7 +393,7 @@ def _turn_costs(tokenizer: Any, turns: int) -> dict[str, float]:
         "render_turn1_ms": r1 * 1e3,
         f"render_turn{turns}_ms": rn * 1e3,
         "render_tokenize_turn100_over_turn1": (rn + kn) / (r1 + k1),
-        f"turn{turns}_body_kb": len(body(messages, shared)) / 1024,
+        f"turn{turns}_body_kb": len(traffic.body(conversation, shared)) / 1024,
     }
 
 
@@ -510,11 +424,20 @@ def main(args: list[str]) -> dict[str, Any]:
     parser.add_argument("--throughput-sessions", type=int, default=8)
     parser.add_argument("--tokenize-turns", type=int, default=100)
     parser.add_argument("--tokenizer", default="qwen3", help="qwen3 (real vocabulary) or tiny")
+    parser.add_argument(
+        "--dialect",
+        default="anthropic-messages",
+        choices=sorted(TRAFFIC),
+        help="the model API the load speaks: Claude Code's, Codex's (openai-responses) or a "
+        "tool-calling agent's on Chat Completions",
+    )
     opts = parser.parse_args(args)
     tokenizer = _tokenizer(opts.tokenizer)
-    figures: dict[str, Any] = {"tokenizer": opts.tokenizer}
+    traffic = TRAFFIC[opts.dialect]()
+    figures: dict[str, Any] = {"tokenizer": opts.tokenizer, "dialect": traffic.dialect}
 
     paced_args = (
+        traffic,
         tokenizer,
         opts.gen_ms / 1e3,
         opts.sessions,
@@ -543,6 +466,7 @@ def main(args: list[str]) -> dict[str, Any]:
     }
 
     closed = _serve_load(
+        traffic,
         tokenizer,
         0.0,
         opts.throughput_sessions * 4,
@@ -558,7 +482,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "calls_per_s": calls / closed["wall_s"],
         "calls_per_s_per_core": calls / max(closed["cpu_s"], 1e-9),
     }
-    figures |= _turn_costs(tokenizer, opts.tokenize_turns)
+    figures |= _turn_costs(traffic, tokenizer, opts.tokenize_turns)
     figures["targets_met"] = {
         "p50_overhead_ms<2": figures["p50_overhead_ms"] < 2,
         "p99_overhead_ms<10": figures["p99_overhead_ms"] < 10,
