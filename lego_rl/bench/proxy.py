@@ -160,27 +160,34 @@ def _load(
     out.put(latencies)
 
 
-def _drive(
-    traffic: Traffic,
-    url: str,
-    sessions: list[tuple[str, str]],
-    turns: int,
-    pacing: Pacing,
-    seconds: float,
-    repeat: bool = False,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Load:
+    """One run: ``sessions`` sessions of ``traffic`` making ``turns`` calls each (``repeat``: then
+    new conversations, until ``seconds`` are up) at ``pacing``, against a backend that takes
+    ``delay`` seconds a call."""
+
+    traffic: Traffic
+    tokenizer: Any
+    delay: float
+    sessions: int
+    turns: int
+    pacing: Pacing
+    seconds: float
+    repeat: bool = False
+
+
+def _drive(load: Load, url: str, sessions: list[tuple[str, str]]) -> dict[str, Any]:
     """Run the load process against ``url``: its latencies, and this process's CPU, wall time
     and collector pauses meanwhile."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    deadline = time.monotonic() + seconds
-    child = ctx.Process(
-        target=_load, args=(traffic.dialect, url, sessions, turns, pacing, deadline, repeat, out)
-    )
+    deadline = time.monotonic() + load.seconds
+    args = (load.traffic.dialect, url, sessions, load.turns, load.pacing, deadline, load.repeat)
+    child = ctx.Process(target=_load, args=(*args, out))
     with GcPauses() as pauses:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         child.start()
-        latencies = out.get(timeout=seconds + 120)
+        latencies = out.get(timeout=load.seconds + 120)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     child.join(10)
     return {"latencies": latencies, "cpu_s": cpu, "wall_s": wall, "gc": pauses.summary()}
@@ -216,33 +223,27 @@ class GcPauses:
         }
 
 
-def _serve_load(
-    traffic: Traffic,
-    tokenizer: Any,
-    delay: float,
-    n_sessions: int,
-    turns: int,
-    pacing: Pacing,
-    seconds: float,
-    repeat: bool = False,
-) -> dict[str, Any]:
+def _serve_load(load: Load) -> dict[str, Any]:
+    """The load through the proxy, with what its caches and twins counted."""
     from lego_rl.proxy.native_templates import template_twin
     from lego_rl.proxy.server import ProxyServer
 
     server = ProxyServer(
-        PacedInference(tokenizer, delay),
-        {traffic.dialect: traffic.build()},
+        PacedInference(load.tokenizer, load.delay),
+        {load.traffic.dialect: load.traffic.build()},
         model_name="policy",
         max_context=200_000,
     )
     server.start()
     try:
         opened = [
-            server.open_session(f"bench-{i}", traffic.dialect, sampling=Sampling(max_tokens=256))
-            for i in range(n_sessions)
+            server.open_session(
+                f"bench-{i}", load.traffic.dialect, sampling=Sampling(max_tokens=256)
+            )
+            for i in range(load.sessions)
         ]
         sessions = [(s.id, s.api_key) for s in opened]
-        run = _drive(traffic, server.url, sessions, turns, pacing, seconds, repeat)
+        run = _drive(load, server.url, sessions)
         calls = [c for s in opened for c in s.calls]
         return run | {
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
@@ -253,7 +254,9 @@ def _serve_load(
             "chunks": dict(server.handler.prefix_cache.chunks.counts),
             "twin": dict(server.handler.prefix_cache.encoder.counts),
             "renders": dict(server.handler.renderer.counts),
-            "template_twin": dict(twin.counts) if (twin := template_twin(tokenizer, None)) else None,
+            "template_twin": (
+                dict(twin.counts) if (twin := template_twin(load.tokenizer, None)) else None
+            ),
         }
     finally:
         server.stop()
@@ -279,28 +282,21 @@ def direct_app(traffic: Traffic, backend: PacedInference, executor: ThreadPoolEx
     return Starlette(routes=[Route("/s/{sid}" + traffic.path, answer, methods=["POST"])])
 
 
-def _direct_load(
-    traffic: Traffic,
-    tokenizer: Any,
-    delay: float,
-    n_sessions: int,
-    turns: int,
-    pacing: Pacing,
-    seconds: float,
-) -> dict[str, Any]:
+def _direct_load(load: Load) -> dict[str, Any]:
+    """The same load against the backend behind a bare endpoint."""
     from lego_rl.proxy.threaded import ThreadedServer
 
     executor = ThreadPoolExecutor(256, thread_name_prefix="bench-direct")
     server = ThreadedServer(
-        direct_app(traffic, PacedInference(tokenizer, delay), executor),
+        direct_app(load.traffic, PacedInference(load.tokenizer, load.delay), executor),
         "127.0.0.1",
         0,
         "bench-direct",
     )
     port = server.start(30, "the direct endpoint did not start")
     try:
-        sessions = [(f"direct-{i}", "") for i in range(n_sessions)]
-        return _drive(traffic, f"http://127.0.0.1:{port}", sessions, turns, pacing, seconds)
+        sessions = [(f"direct-{i}", "") for i in range(load.sessions)]
+        return _drive(load, f"http://127.0.0.1:{port}", sessions)
     finally:
         server.stop()
         executor.shutdown(wait=False)
@@ -436,7 +432,7 @@ def main(args: list[str]) -> dict[str, Any]:
     traffic = TRAFFIC[opts.dialect]()
     figures: dict[str, Any] = {"tokenizer": opts.tokenizer, "dialect": traffic.dialect}
 
-    paced_args = (
+    paced_load = Load(
         traffic,
         tokenizer,
         opts.gen_ms / 1e3,
@@ -445,9 +441,9 @@ def main(args: list[str]) -> dict[str, Any]:
         Pacing(opts.pause_ms / 1e3, opts.pause_jitter),
         opts.paced_s,
     )
-    direct = _direct_load(*paced_args)
-    paced = _serve_load(*paced_args)
-    direct_after = _direct_load(*paced_args)
+    direct = _direct_load(paced_load)
+    paced = _serve_load(paced_load)
+    direct_after = _direct_load(paced_load)
     baseline = _in_process_call(PacedInference(tokenizer, opts.gen_ms / 1e3))
     figures |= _overheads(
         paced["latencies"], direct["latencies"], direct_after["latencies"], baseline
@@ -466,14 +462,16 @@ def main(args: list[str]) -> dict[str, Any]:
     }
 
     closed = _serve_load(
-        traffic,
-        tokenizer,
-        0.0,
-        opts.throughput_sessions * 4,
-        opts.turns,
-        Pacing(0.0),
-        opts.throughput_s,
-        repeat=True,
+        Load(
+            traffic,
+            tokenizer,
+            0.0,
+            opts.throughput_sessions * 4,
+            opts.turns,
+            Pacing(0.0),
+            opts.throughput_s,
+            repeat=True,
+        )
     )
     calls = len(closed["latencies"])
     figures |= {
