@@ -16,6 +16,7 @@ Calls are not streamed: the load reads each reply whole, as the direct endpoint'
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 from lego_rl.kinds import Dialect
@@ -28,6 +29,7 @@ REMINDER = "<system-reminder>" + "Context about the repository. " * 300 + "</sys
 
 def tool_specs() -> list[tuple[str, str, dict[str, Any]]]:
     """(name, description, JSON schema of the arguments) of each tool."""
+
     def schema(i: int) -> dict[str, Any]:
         arguments = {
             f"arg{j}": {"type": "string", "description": f"Argument {j} of tool {i}."}
@@ -58,7 +60,7 @@ def call_arguments(n: int) -> dict[str, str]:
     return {"command": f"ls -la src/module_{n}"}
 
 
-class Traffic:
+class Traffic(ABC):
     """One harness's requests in one dialect: ``shared`` top-level fields (the same in every
     session), a session's ``first`` conversation, and how it goes on from each reply."""
 
@@ -76,23 +78,27 @@ class Traffic:
             {"model": "policy", self.budget: 256, self.conversation: conversation, **shared}
         ).encode()
 
+    @abstractmethod
     def build(self) -> Dialect:
         """The dialect the proxy serves this traffic with."""
-        raise NotImplementedError
 
+    @abstractmethod
     def shared(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The top-level fields every session sends alike (system prompt, tools, settings)."""
 
+    @abstractmethod
     def first(self, session: int) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """Session ``session``'s opening conversation."""
 
-    def next_turn(self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
+    @abstractmethod
+    def next_turn(
+        self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int
+    ) -> None:
         """Echo the reply into ``conversation`` and answer its tool call, as a harness does."""
-        raise NotImplementedError
 
+    @abstractmethod
     def reply(self, n: int) -> dict[str, Any]:
         """The direct endpoint's fixed reply: tool call ``n``, in this dialect's shape."""
-        raise NotImplementedError
 
 
 class ClaudeCode(Traffic):
@@ -119,13 +125,22 @@ class ClaudeCode(Traffic):
         return {"system": system, "tools": tools}
 
     def first(self, session: int) -> list[dict[str, Any]]:
-        content = [{"type": "text", "text": REMINDER}, {"type": "text", "text": f"Fix bug {session}."}]
+        content = [
+            {"type": "text", "text": REMINDER},
+            {"type": "text", "text": f"Fix bug {session}."},
+        ]
         return [{"role": "user", "content": content}]
 
-    def next_turn(self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
+    def next_turn(
+        self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int
+    ) -> None:
         conversation.append({"role": "assistant", "content": reply["content"]})
         tool_use = next(b for b in reply["content"] if b["type"] == "tool_use")
-        result = {"type": "tool_result", "tool_use_id": tool_use["id"], "content": tool_output(turn)}
+        result = {
+            "type": "tool_result",
+            "tool_use_id": tool_use["id"],
+            "content": tool_output(turn),
+        }
         conversation.append({"role": "user", "content": [result]})
 
     def reply(self, n: int) -> dict[str, Any]:
@@ -153,7 +168,13 @@ class Codex(Traffic):
 
     def shared(self) -> dict[str, Any]:
         tools = [
-            {"type": "function", "name": name, "description": text, "strict": False, "parameters": schema}
+            {
+                "type": "function",
+                "name": name,
+                "description": text,
+                "strict": False,
+                "parameters": schema,
+            }
             for name, text, schema in tool_specs()
         ]
         return {"tools": tools, "tool_choice": "auto", "parallel_tool_calls": False, "store": False}
@@ -168,11 +189,17 @@ class Codex(Traffic):
             message("user", REMINDER, f"Fix bug {session}."),
         ]
 
-    def next_turn(self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
+    def next_turn(
+        self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int
+    ) -> None:
         conversation += reply["output"]
         call = next(o for o in reply["output"] if o["type"] == "function_call")
         conversation.append(
-            {"type": "function_call_output", "call_id": call["call_id"], "output": tool_output(turn)}
+            {
+                "type": "function_call_output",
+                "call_id": call["call_id"],
+                "output": tool_output(turn),
+            }
         )
 
     def reply(self, n: int) -> dict[str, Any]:
@@ -205,7 +232,10 @@ class ChatAgent(Traffic):
 
     def shared(self) -> dict[str, Any]:
         tools = [
-            {"type": "function", "function": {"name": name, "description": text, "parameters": schema}}
+            {
+                "type": "function",
+                "function": {"name": name, "description": text, "parameters": schema},
+            }
             for name, text, schema in tool_specs()
         ]
         return {"tools": tools}
@@ -216,10 +246,16 @@ class ChatAgent(Traffic):
             {"role": "user", "content": f"{REMINDER}\nFix bug {session}."},
         ]
 
-    def next_turn(self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int) -> None:
+    def next_turn(
+        self, conversation: list[dict[str, Any]], reply: dict[str, Any], turn: int
+    ) -> None:
         message = reply["choices"][0]["message"]
         conversation.append(
-            {"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]}
+            {
+                "role": "assistant",
+                "content": message.get("content"),
+                "tool_calls": message["tool_calls"],
+            }
         )
         call_id = message["tool_calls"][0]["id"]
         conversation.append({"role": "tool", "tool_call_id": call_id, "content": tool_output(turn)})
@@ -241,6 +277,4 @@ class ChatAgent(Traffic):
         }
 
 
-TRAFFIC: dict[str, type[Traffic]] = {
-    t.dialect: t for t in (ClaudeCode, Codex, ChatAgent)
-}
+TRAFFIC: dict[str, type[Traffic]] = {t.dialect: t for t in (ClaudeCode, Codex, ChatAgent)}

@@ -58,7 +58,10 @@ def json_object(body: bytes) -> dict[str, Any]:
 
 
 def request_sampling(
-    body: dict[str, Any], max_keys: Sequence[str], stop_key: str | None = None, stop_limit: int | None = None
+    body: dict[str, Any],
+    max_keys: Sequence[str],
+    stop_key: str | None = None,
+    stop_limit: int | None = None,
 ) -> Sampling:
     """The sampling fields a request sets (only those, so the proxy tells them from defaults).
     Of ``max_keys`` (the dialect's names for the completion budget) the last one set wins;

@@ -61,7 +61,7 @@ class OpenAIResponsesOptions(BaseModel):
 
 def _item(item: Any, index: int) -> list[ChatMessage]:
     """One input item as a message; assistant output (text, reasoning, a function call) is a
-    piece of an assistant turn that :class:`Turns` joins with its neighbours."""
+    piece of an assistant turn that :func:`_turns` joins with its neighbours."""
     param = f"input[{index}]"
     require(isinstance(item, dict), "each input item must be an object", param)
     kind = item.get("type", "message")
@@ -102,7 +102,8 @@ def _joined(pieces: Sequence[ChatMessage]) -> ChatMessage:
 
 
 def _turns(
-    pieces: Sequence[ChatMessage], joined: Callable[[tuple[ChatMessage, ...]], ChatMessage] = _joined
+    pieces: Sequence[ChatMessage],
+    joined: Callable[[tuple[ChatMessage, ...]], ChatMessage] = _joined,
 ) -> list[ChatMessage]:
     """``pieces`` with each run of assistant pieces ``joined`` into one turn."""
     out: list[ChatMessage] = []
@@ -268,7 +269,7 @@ class OpenAIResponsesDialect:
         if instructions is not None:
             messages.insert(0, instructions)
         require(len(messages) > 0, "input must not be empty", "input")
-        stream_flag(body)
+        stream_flag(body)  # checked before the tools (the order of the errors)
         tools = _tools(body["tools"]) if body.get("tools") is not None else []
         return chat_request(body, messages, tools, _settings(body))
 
@@ -296,9 +297,7 @@ class OpenAIResponsesDialect:
                 messages = [system, *messages] if system is not None else messages
             tool_list: list[dict[str, Any]] = []
             if tools is not None:
-                raw["tools"], tool_list = (
-                    self.tools.get(tools) if tools != b"null" else (None, [])
-                )
+                raw["tools"], tool_list = self.tools.get(tools) if tools != b"null" else (None, [])
         except ValueError:
             return None
         return chat_request(raw, messages, tool_list, settings)
