@@ -46,6 +46,14 @@ def test_evaluation_cycles_tasks_and_emits_success_without_infrastructure_failur
     assert events[0].data["label"] == "after" and events[0].data["policy_version"] == 7
 
 
+def test_a_restarted_runs_evaluation_names_its_trials_apart(tmp_path):
+    runner = Runner()
+    evaluate(runner, tasks(tmp_path), samples=2, label="after", concurrency=1, harness="codex",
+             version=7, emit=lambda e: None, attempt=2)  # fmt: skip
+    assert sorted(c[1] for c in runner.calls) == ["eval-after-00000-e2", "eval-after-00001-e2"]
+    assert {c[3] for c in runner.calls} == {"eval-after"}
+
+
 def test_summary_of_only_broken_trials_has_no_success_figure():
     broken = TrialResult(trial_id="x", task="t", termination=Termination.SANDBOX_ERROR,
                          attribution=Attribution.INFRASTRUCTURE)  # fmt: skip

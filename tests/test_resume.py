@@ -6,7 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from lego_rl.engine.resume import choose_run_dir
+from lego_rl.engine.resume import choose_run_dir, restarts
+from lego_rl.kinds import Event
+from lego_rl.observe.store import RunStore
 from lego_rl.spec.models import Spec
 
 SPEC = {
@@ -65,3 +67,12 @@ def test_a_run_without_checkpoint_is_not_overwritten(tmp_path: Path) -> None:
     earlier_run(tmp_path, spec(tmp_path), checkpoint=False)
     chosen = choose_run_dir(spec(tmp_path))
     assert chosen.path.name == "r-2" and "without a checkpoint" in chosen.note
+
+
+def test_restarts_count_the_earlier_starts_of_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    assert restarts(run_dir) == 0  # no store yet
+    store = RunStore(run_dir)
+    for n in range(3):
+        store.emit(Event("run_start", {}, float(n)))
+        assert restarts(run_dir) == n

@@ -43,15 +43,21 @@ def evaluate(
     harness: str,
     version: int,
     emit: Callable[[Event], None],
+    attempt: int = 0,
 ) -> dict[str, Any]:
-    """Run ``samples`` held-out trials now; emit and return the ``evaluation`` event's data."""
+    """Run ``samples`` held-out trials now; emit and return the ``evaluation`` event's data.
+    ``attempt`` (the run's restarts so far) goes into the trial ids after the first, so a
+    resumed run's evaluation never reuses the trial names (and sandbox directories) of an
+    earlier one: ``eval-after-00003-e1``."""
     if not tasks:
         raise ValueError("evaluate.tasks: the held-out task source has no tasks")
     started = time.time()
     group = f"eval-{label}"
+    suffix = f"-e{attempt}" if attempt else ""
 
     def one(index: int) -> TrialResult:
-        return runner.run(tasks[index % len(tasks)], f"{group}-{index:05d}", step=version, group=group)
+        trial_id = f"{group}-{index:05d}{suffix}"
+        return runner.run(tasks[index % len(tasks)], trial_id, step=version, group=group)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=group) as pool:
         results = list(pool.map(one, range(samples)))

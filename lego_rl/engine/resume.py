@@ -77,6 +77,12 @@ def choose_run_dir(spec: Spec) -> RunDir:
     return RunDir(fresh, None, "" if fresh == wanted else f"{why}; this one goes to {fresh}")
 
 
+def restarts(run_dir: Path) -> int:
+    """How often the run in ``run_dir`` was started before the current attempt (0 for a fresh
+    run, and without a store): its ``run_start`` events but the current one's."""
+    return max(0, count_events(run_dir, "run_start") - 1)
+
+
 def fresh_run_dir(wanted: Path) -> Path:
     """``wanted`` if unused, else the first free ``wanted-N``: a run never overwrites another."""
     candidate, n = wanted, 1
@@ -121,7 +127,7 @@ def restore_pool(pool: RolloutPool, state: dict[str, Any], run_dir: Path) -> int
     raised to the number of earlier attempts in the store, so a run killed twice before a
     new checkpoint never reuses the names (and store rows) of the attempt in between.
     """
-    attempts = count_events(run_dir, "run_start") - 1
+    attempts = restarts(run_dir)
     pool.restore({**state, "epoch": max(int(state.get("epoch", 0)), attempts - 1)})
     if POLICY_VERSION not in state:
         return 0

@@ -19,7 +19,13 @@ from lego_rl.data import TrialResult
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.engine.evaluate import eval_runner, evaluate
 from lego_rl.engine.pool import PoolConfig, RolloutPool
-from lego_rl.engine.resume import checkpoint_of, choose_run_dir, engine_state, restore_pool
+from lego_rl.engine.resume import (
+    checkpoint_of,
+    choose_run_dir,
+    engine_state,
+    restarts,
+    restore_pool,
+)
 from lego_rl.engine.rollouts import Rollouts, build_rollouts
 from lego_rl.engine.weights import gated
 from lego_rl.kinds import Event, Observer
@@ -96,7 +102,7 @@ def apply(
         filter_ = build("filter")
         tasks = filter_.select_tasks(build("tasks").tasks())
         proxy.start()
-        held_out = _held_out(spec, build, rollouts, emit, console)
+        held_out = _held_out(spec, build, rollouts, emit, console, restarts(run_dir))
         if chosen.resume_from is None:
             held_out("before")
         with _progress(console) as on_trial, _interrupts():
@@ -181,9 +187,11 @@ def _run_owned(
 
 
 def _held_out(
-    spec: Spec, build: Callable[[str], Any], rollouts: Rollouts, emit: Callable[[Event], None], console: Console
+    spec: Spec, build: Callable[[str], Any], rollouts: Rollouts, emit: Callable[[Event], None], console: Console,
+    attempt: int,
 ) -> Callable[[str], None]:
-    """``evaluate(label)``: the spec's held-out evaluation now (a no-op without ``evaluate``)."""
+    """``evaluate(label)``: the spec's held-out evaluation now (a no-op without ``evaluate``);
+    ``attempt`` tells its trial ids from an earlier attempt's (a resumed run evaluates again)."""
     plan = spec.evaluate
     if plan is None:
         return lambda label: None
@@ -195,6 +203,7 @@ def _held_out(
         data = evaluate(
             runner, tasks, samples=plan.samples, label=label, concurrency=spec.run.concurrency,
             harness=spec.harness.plugin, version=int(getattr(rollouts.inference, "policy_version", 0)), emit=emit,
+            attempt=attempt,
         )  # fmt: skip
         success = "n/a" if data["success"] is None else f"{data['success']:.3f}"
         console.print(f"held-out {label}: success {success} over {data['scored']} trials in {data['seconds']:.0f}s")
