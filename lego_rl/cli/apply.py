@@ -38,5 +38,5 @@ def apply(spec: SpecArg, overrides: OverridesArg = None) -> None:
     except WarmstartError as exc:
         err.print(f"[red]✗[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_NOT_READY) from None
-    run_dir = run_spec(resolved=resolved, registry=reg, spec_path=spec)
+    run_dir = run_spec(resolved=resolved, registry=reg, spec_path=spec, console=out)
     out.print(f"[green]✓[/green] run finished: {escape(str(run_dir))}")

@@ -12,12 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from lego_rl import registry as registry_module
+from lego_rl.console import make_console
 from lego_rl.registry import Registry, RegistryError
 from lego_rl.spec.load import SpecError
 
-out = Console(soft_wrap=True, highlight=False)
-"""The command's report (stdout)."""
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+out = make_console()
+"""The command's report (stdout); never wrapped in a file or pipe (:mod:`lego_rl.console`)."""
+err = make_console(stderr=True)
 """Why the command failed (stderr)."""
 
 EXIT_NOT_READY = 1

@@ -127,7 +127,7 @@ def options_data(resolved: Resolved) -> dict[str, Any]:
 
 def show_plan(spec_path: Path, readiness: Readiness) -> None:
     resolved = readiness.resolved
-    table = Table(title=f"Plan of {spec_path}", title_justify="left")
+    table = Table(title=f"Plan of {escape(str(spec_path))}", title_justify="left")
     for column in ("block", "kind", "plugin", "distribution", "version"):
         table.add_column(column)
     for b in resolved.blocks:

@@ -13,8 +13,10 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lego_rl.console import make_console
 from lego_rl.data import TrialResult
 from lego_rl.engine.context import Group, RunContext
 from lego_rl.engine.evaluate import eval_runner, evaluate
@@ -50,7 +52,8 @@ class Fanout:
             try:
                 obs.emit(event)
             except Exception as exc:  # keep the run going, but say so
-                self.console.print(f"[yellow]observer {type(obs).__name__} failed: {exc}")
+                why = escape(f"observer {type(obs).__name__} failed: {exc}")
+                self.console.print(f"[yellow]{why}")
 
     def close(self) -> None:
         for obs in self.observers:
@@ -63,13 +66,15 @@ def apply(
     spec_path: Path,
     console: Console | None = None,
 ) -> Path:
-    """Run the spec to the end; return the run directory."""
-    console = console or Console()
+    """Run the spec to the end; return the run directory. What it says goes to ``console``
+    (by default one that never wraps a line written to a file or pipe)."""
+    console = console or make_console()
+    log = _plain(console)
     spec = resolved.spec
     chosen = choose_run_dir(spec)
     run_dir = chosen.path
     if chosen.note:
-        console.print(chosen.note)
+        log(chosen.note)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
     ctx = BuildContext(spec=spec, run_dir=run_dir, spec_dir=spec_path.resolve().parent)
@@ -93,7 +98,7 @@ def apply(
     inference: Any = None
     try:
         if getattr(trainer := build("trainer"), "owns_rollout", False):
-            _run_owned(trainer, spec, run_dir, build, emit, console)
+            _run_owned(trainer, spec, run_dir, build, emit, log)
             emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
             return run_dir
         rollouts = build_rollouts(spec, build, emit)
@@ -123,7 +128,7 @@ def apply(
                         filter=filter_,
                         rollout=_reporting(pool, emit),
                         emit=emit,
-                        log=console.print,
+                        log=log,
                         engine_state=partial(engine_state, pool),
                         restore_engine=_restoring(pool, run_dir, console),
                         extra={"rollout_metrics": pool.metrics, "resume_from": chosen.resume_from},
@@ -137,7 +142,7 @@ def apply(
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         emit(Event("run_end", {"status": status, "error": repr(exc)}, time.time()))
         if status == "interrupted":
-            console.print(_stopped(run_dir, exc))
+            log(_stopped(run_dir, exc))
         raise
     finally:
         if proxy is not None:
@@ -146,8 +151,13 @@ def apply(
             close()  # a backend that launched a server (vllm) stops it now, not at exit
         emit.close()
         _write_report(run_dir, console)
-    console.print(f"run finished in {time.time() - started:.0f}s: {run_dir}")
+    log(f"run finished in {time.time() - started:.0f}s: {run_dir}")
     return run_dir
+
+
+def _plain(console: Console) -> Callable[[str], None]:
+    """Print a line as it is (a path's brackets are not markup): the trainer's ``log``."""
+    return lambda line: console.print(escape(line))
 
 
 def _stopped(run_dir: Path, exc: BaseException) -> str:
@@ -164,13 +174,19 @@ def _write_report(run_dir: Path, console: Console) -> None:
     if not is_run_dir(run_dir):
         return  # no store observer: nothing to report from
     try:
-        console.print(f"report: {write_report(run_dir).parent}")
+        console.print(f"report: {escape(str(write_report(run_dir).parent))}")
     except Exception as exc:  # the run's data is safe in the store; say how to retry
-        console.print(f"[yellow]report not written: {exc} (legorl report {run_dir})")
+        why = escape(f"report not written: {exc} (legorl report {run_dir})")
+        console.print(f"[yellow]{why}")
 
 
 def _run_owned(
-    trainer: Any, spec: Spec, run_dir: Path, build: Callable[[str], Any], emit: Callable[[Event], None], console: Console
+    trainer: Any,
+    spec: Spec,
+    run_dir: Path,
+    build: Callable[[str], Any],
+    emit: Callable[[Event], None],
+    log: Callable[[str], None],
 ) -> None:
     """A trainer that runs its own rollouts (verl: its servers, its agent loop, our trials in
     its workers) gets the run context without our inference, proxy and pool."""
@@ -181,7 +197,7 @@ def _run_owned(
     trainer.run(
         RunContext(
             spec=spec, run_dir=run_dir, inference=None, optimizer=build("optimizer"), filter=build("filter"),
-            rollout=no_rollout, emit=emit, log=console.print,
+            rollout=no_rollout, emit=emit, log=log,
         )  # type: ignore[arg-type]
     )  # fmt: skip
 
