@@ -19,7 +19,10 @@ harnesses do), so the proxy's process does only proxy work.
   figure against the backend called in process (HTTP and the machine's wake-ups included).
 - ``calls_per_s_per_core``: closed loop against an instant backend for ``throughput_s`` (each
   session starts a new conversation after ``turns`` calls); calls per CPU-second of the
-  proxy's process.
+  proxy's process. The window opens when the load's sessions start (not when its process is
+  spawned), and each session finishes its first conversation however long that takes, so a
+  loaded machine slows the run but never leaves it without calls (``throughput_calls`` >=
+  sessions x ``turns``).
 - ``tokenize_turn100_over_turn1``: tokenizing turn 100 of one session over turn 1 (both with
   the shared system/tools prefix cached); ``render_tokenize_turn100_over_turn1`` adds the
   chat-template rendering (incremental: only the messages a turn adds are rendered). Turn 1
@@ -42,8 +45,9 @@ import http.client
 import itertools
 import json
 import multiprocessing
-import statistics
+import queue
 import random
+import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -113,12 +117,13 @@ def _load(
     sessions: list[tuple[str, str]],
     turns: int,
     pacing: Pacing,
-    deadline: float,
+    seconds: float,
     repeat: bool,
     out: Any,
 ) -> None:
-    """Child process: each session runs ``turns`` calls in its own thread (``repeat``: then a
-    new conversation, and so on until ``deadline``); puts its Latencies."""
+    """Child process: each session runs ``turns`` calls in its own thread, within ``seconds``
+    of the sessions' start (``repeat``: then new conversations until ``seconds`` are up; the
+    first one is always finished); puts its Latencies."""
     traffic = TRAFFIC[dialect]()
     shared = traffic.shared()
     latencies: list[Latency] = []
@@ -132,7 +137,7 @@ def _load(
         time.sleep(pacing.pause * (index % 16) / 16)  # trials start in groups, staggered
         for call in itertools.count() if repeat else range(turns):
             turn = call % turns
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not (repeat and call < turns):
                 return
             if call and not turn:
                 conversation = traffic.first(index)
@@ -153,6 +158,7 @@ def _load(
     threads = [
         threading.Thread(target=run, args=(i, sid, key)) for i, (sid, key) in enumerate(sessions)
     ]
+    deadline = time.monotonic() + seconds  # from here: the child's start-up is not the load's
     for t in threads:
         t.start()
     for t in threads:
@@ -181,16 +187,31 @@ def _drive(load: Load, url: str, sessions: list[tuple[str, str]]) -> dict[str, A
     and collector pauses meanwhile."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    deadline = time.monotonic() + load.seconds
-    args = (load.traffic.dialect, url, sessions, load.turns, load.pacing, deadline, load.repeat)
+    args = (load.traffic.dialect, url, sessions, load.turns, load.pacing, load.seconds, load.repeat)
     child = ctx.Process(target=_load, args=(*args, out))
     with GcPauses() as pauses:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         child.start()
-        latencies = out.get(timeout=load.seconds + 120)
+        latencies = _latencies(child, out)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     child.join(10)
     return {"latencies": latencies, "cpu_s": cpu, "wall_s": wall, "gc": pauses.summary()}
+
+
+def _latencies(child: Any, out: Any) -> list[Latency]:
+    """What the load process puts, however long it runs; an error if it ends without it."""
+    while True:
+        try:
+            return out.get(timeout=1.0)
+        except queue.Empty:
+            if not child.is_alive():
+                try:
+                    return out.get(timeout=1.0)  # put just before it ended
+                except queue.Empty:
+                    raise RuntimeError(
+                        f"the load process ended (exit code {child.exitcode}) without its "
+                        "latencies; its error is above"
+                    ) from None
 
 
 class GcPauses:
