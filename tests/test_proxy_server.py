@@ -158,8 +158,9 @@ def test_auth_unknown_session_and_bad_requests(make_proxy):
     nowhere = openai.OpenAI(
         base_url=server.url + "/s/nope/v1", api_key=session.api_key, max_retries=0
     )
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.AuthenticationError) as unknown:
         nowhere.chat.completions.create(model="m", messages=user_turn())
+    assert unknown.value.body == info.value.body  # the session's existence is not told
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="m", messages=[])
     assert info.value.body["param"] is None and "messages" in info.value.body["message"]
@@ -223,12 +224,12 @@ def test_backend_failure_is_a_500_and_recorded(make_proxy):
     assert len(seen) == 2 and [s.calls for s in session.trajectory().segments] == [[1]]
 
 
-def test_closed_session_is_404_and_keeps_records(make_proxy):
+def test_closed_session_is_refused_and_keeps_records(make_proxy):
     server, session, client, _, _ = make_proxy(["hi"])
     client.chat.completions.create(model="m", messages=user_turn())
     closed = server.close_session(session.id)
     assert closed is session and len(closed.calls) == 1
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.AuthenticationError):
         client.chat.completions.create(model="m", messages=user_turn())
 
 

@@ -7,6 +7,7 @@ dialect can map them (OpenAI puts the kind in ``error.code``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 INVALID_REQUEST = "invalid_request"
@@ -17,6 +18,10 @@ MAX_CALLS = "max_calls_exceeded"
 UNSUPPORTED = "unsupported"
 SERVER_ERROR = "server_error"
 TOO_LARGE = "request_too_large"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+
+ErrorShape = Callable[[int, str, str], dict[str, Any]]
+"""An error body in one API's shape: a dialect's ``error(status, message, kind)``."""
 
 
 class ProxyError(Exception):

@@ -186,7 +186,7 @@ class CallHandler:
         try:
             call = self.prepare(session, dialect, body)
         except ProxyError as exc:
-            session.rejected.append(f"{exc.status} {exc.kind}: {exc.message}")
+            session.reject(exc)
             reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
             return
         if call.request.stream:

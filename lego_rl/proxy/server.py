@@ -2,7 +2,9 @@
 
 Every session lives under ``/s/<session id>``; its dialect's routes hang below (e.g.
 ``/s/<id>/v1/chat/completions``), plus ``GET /v1/models``. A request must present the
-session's key. Calls run in worker threads so one long generation never blocks the others.
+session's key; a wrong key and an unknown session get the same answer. Calls run in worker
+threads so one long generation never blocks the others. Every error is JSON in the shape of the
+path's API.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -21,14 +24,21 @@ from starlette.routing import Route
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
 from lego_rl.proxy import errors
-from lego_rl.proxy.errors import ProxyError, openai_error
+from lego_rl.proxy.errors import ErrorShape, ProxyError
 from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.pipeline import CallHandler, Reply
 from lego_rl.proxy.render import load_template
-from lego_rl.proxy.session import ProxySession
+from lego_rl.proxy.routes import Routes, normalized
+from lego_rl.proxy.session import ProxySession, new_api_key, presents
 from lego_rl.proxy.threaded import ThreadedServer
 
 STARTUP_TIMEOUT_S = 30.0
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+NO_SESSION = (
+    "no open proxy session at this path accepts the request's API key (Authorization: Bearer "
+    "or x-api-key): a wrong key, or a session closed or never opened"
+)
+"""The one answer to a wrong key and to an unknown session: neither tells the session exists."""
 _heap_frozen = False
 
 
@@ -74,17 +84,16 @@ class ProxyServer:
             inference, model_name, max_context, load_template(chat_template), on_call
         )
         self.sessions: dict[str, ProxySession] = {}
+        self.routes = Routes(self.dialects)
+        self._decoy_key = new_api_key()
         self.url = ""
         self.app = Starlette(
             routes=[
                 Route("/", _ok, methods=["GET", "HEAD"]),
-                Route("/s/{sid}", self._dispatch, methods=["GET", "HEAD", "POST"]),
-                Route(
-                    "/s/{sid}/{rest:path}",
-                    self._dispatch,
-                    methods=["GET", "HEAD", "POST"],
-                ),
-            ]
+                Route("/s/{sid}", self._dispatch, methods=ALL_METHODS),
+                Route("/s/{sid}/{rest:path}", self._dispatch, methods=ALL_METHODS),
+            ],
+            exception_handlers={HTTPException: self._unrouted},
         )
         self._serving: ThreadedServer | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -136,7 +145,8 @@ class ProxyServer:
         return session
 
     def close_session(self, session_id: str) -> ProxySession:
-        """Stop serving a session (later requests get 404) and hand back its records."""
+        """Stop serving a session (later requests are answered as a wrong key's) and hand back
+        its records."""
         try:
             session = self.sessions.pop(session_id)
         except KeyError:
@@ -147,35 +157,52 @@ class ProxyServer:
     # -------------------------------------------------------------- requests
 
     async def _dispatch(self, request: Request) -> Response:
-        sid = request.path_params["sid"]
-        path = "/" + request.path_params.get("rest", "").strip("/")
-        session = self.sessions.get(sid)
-        if session is None:
-            message = f"unknown proxy session {sid!r} (closed, or never opened)"
-            return JSONResponse(openai_error(404, message, errors.NOT_FOUND), 404)
-        dialect = self.dialects[session.dialect]
+        path = _api_path(request)
         if path == "/" and request.method in ("GET", "HEAD"):
-            return JSONResponse({})
-        if not session.authorized(request.headers):
-            return _error(
-                dialect,
-                401,
-                "invalid or missing API key for this session",
-                errors.INVALID_API_KEY,
-            )
-        if request.method == "GET" and path == "/v1/models":
+            return JSONResponse({})  # a probe of a base URL: the same answer for every id
+        session = self._session(request.path_params["sid"], request.headers)
+        if session is None:
+            return _error(self.routes.shape(path), 401, NO_SESSION, errors.INVALID_API_KEY)
+        dialect = self.dialects[session.dialect]
+        served = self.routes.at(session.dialect, path)
+        use = served.get(request.method)
+        if use is None:
+            return _unserved(dialect, request.method, path, served)
+        if use == "models":
             return JSONResponse(self._models())
-        route = (request.method, path)
-        counting = route == _route(*getattr(dialect, "count_tokens_route", ("", "")))
-        if not counting and route not in {_route(m, p) for m, p in dialect.routes}:
-            message = f"no route {request.method} {path} in dialect {dialect.name!r}"
-            return _error(dialect, 404, message, errors.NOT_FOUND)
-        body = await self._body(request, session, dialect)
-        if isinstance(body, Response):
-            return body
+        try:
+            body = await self._body(request)
+            if use == "count":
+                return await self._count(session, dialect, body)
+            return await self._call(session, dialect, body)
+        except ProxyError as exc:
+            session.reject(exc)
+            return _error(dialect.error, exc.status, exc.message, exc.kind)
+
+    async def _body(self, request: Request) -> bytes:
+        """The request's body; raises the 413 ProxyError. (The worker reads it: a malformed one
+        is a 400 from there.)"""
+        declared = request.headers.get("content-length", "")
+        size = int(declared) if declared.isdigit() else 0
+        raw = b"" if size > self.max_body_bytes else await request.body()
+        if max(size, len(raw)) <= self.max_body_bytes:
+            return raw
+        message = (
+            f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
+            f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
+        )
+        raise ProxyError(413, message, errors.TOO_LARGE)
+
+    def _session(self, sid: str, headers: Mapping[str, str]) -> ProxySession | None:
+        """The session ``sid`` when the request presents its key; None for a wrong key and for
+        an unknown session alike, found by the same work (one constant-time comparison)."""
+        session = self.sessions.get(sid)
+        key = self._decoy_key if session is None else session.api_key
+        return session if presents(headers, key) and session is not None else None
+
+    async def _call(self, session: ProxySession, dialect: Dialect, body: bytes) -> Response:
+        """Generate on a worker thread."""
         loop = asyncio.get_running_loop()
-        if counting:
-            return await self._count(loop, session, dialect, body)
         replies: asyncio.Queue[Reply] = asyncio.Queue()
 
         def reply(item: Reply) -> None:
@@ -215,38 +242,23 @@ class ProxyServer:
             else:
                 reply(("json", 500, dialect.error(500, message, errors.SERVER_ERROR)))
 
-    async def _body(
-        self, request: Request, session: ProxySession, dialect: Dialect
-    ) -> bytes | Response:
-        """The request's body, or the 413 in the dialect's shape. (The worker reads it: a
-        malformed one is a 400 from there.)"""
-        declared = request.headers.get("content-length", "")
-        size = int(declared) if declared.isdigit() else 0
-        raw = b"" if size > self.max_body_bytes else await request.body()
-        if max(size, len(raw)) <= self.max_body_bytes:
-            return raw
-        message = (
-            f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
-            f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
-        )
-        session.rejected.append(f"413 {errors.TOO_LARGE}: {message}")
-        return _error(dialect, 413, message, errors.TOO_LARGE)
-
-    async def _count(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        session: ProxySession,
-        dialect: Dialect,
-        body: bytes,
-    ) -> Response:
-        try:
-            n = await loop.run_in_executor(
-                self._executor, self.handler.count_tokens, session, dialect, body
-            )
-        except ProxyError as exc:
-            session.rejected.append(f"{exc.status} {exc.kind}: {exc.message}")
-            return _error(dialect, exc.status, exc.message, exc.kind)
+    async def _count(self, session: ProxySession, dialect: Dialect, body: bytes) -> Response:
+        """Count on a worker thread (raises ProxyError for a malformed body)."""
+        loop = asyncio.get_running_loop()
+        count = self.handler.count_tokens
+        n = await loop.run_in_executor(self._executor, count, session, dialect, body)
         return JSONResponse({"input_tokens": n})
+
+    async def _unrouted(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own 404 and 405 (paths outside ``/s/<id>``), as JSON errors."""
+        assert isinstance(exc, HTTPException)
+        kind = errors.METHOD_NOT_ALLOWED if exc.status_code == 405 else errors.NOT_FOUND
+        message = (
+            f"{request.method} {request.url.path}: {exc.detail} (model APIs are served below "
+            "/s/<session id>/, the base URL of a session)"
+        )
+        shape = self.routes.shape(_api_path(request))
+        return _error(shape, exc.status_code, message, kind, exc.headers)
 
     def _models(self) -> dict[str, Any]:
         return {
@@ -262,12 +274,30 @@ class ProxyServer:
         }
 
 
-def _route(method: str, path: str) -> tuple[str, str]:
-    return method.upper(), "/" + path.strip("/")
+def _api_path(request: Request) -> str:
+    """The path of the API called: below the session's base URL, or the whole path outside."""
+    params = request.path_params
+    return normalized(params.get("rest", "") if "sid" in params else request.url.path)
 
 
-def _error(dialect: Dialect, status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse(dialect.error(status, message, kind), status)
+def _unserved(dialect: Dialect, method: str, path: str, served: Mapping[str, Any]) -> Response:
+    """404 for a path the session's dialect does not serve, 405 for a method it does not."""
+    if not served:
+        message = f"no route {method} {path} in dialect {dialect.name!r}"
+        return _error(dialect.error, 404, message, errors.NOT_FOUND)
+    allowed = ", ".join(sorted(served))
+    message = f"{method} {path} is not served in dialect {dialect.name!r}; use {allowed}"
+    return _error(dialect.error, 405, message, errors.METHOD_NOT_ALLOWED, {"allow": allowed})
+
+
+def _error(
+    shape: ErrorShape,
+    status: int,
+    message: str,
+    kind: str,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(shape(status, message, kind), status, headers=dict(headers or {}))
 
 
 async def _ok(request: Request) -> Response:

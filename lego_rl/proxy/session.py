@@ -15,9 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lego_rl.data import CallRecord, Sampling, Trajectory
+from lego_rl.proxy.errors import ProxyError
 from lego_rl.proxy.incremental import Rendering
 from lego_rl.proxy.recorder import assemble, trajectory_metrics
 from lego_rl.proxy.render import Context
+
+
+def new_api_key() -> str:
+    return f"sk-legorl-{secrets.token_hex(16)}"
+
+
+def presents(headers: Mapping[str, str], key: str) -> bool:
+    """True when the request presents ``key`` (Bearer or x-api-key), compared in constant time."""
+    auth = headers.get("authorization", "")
+    presented = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("x-api-key", "")
+    return hmac.compare_digest(presented.encode(), key.encode())
 
 
 @dataclass
@@ -72,7 +84,7 @@ class ProxySession:
     subagent: bool = False
     small_model: str = ""
     """The harness's small/fast model name; a call naming it is a sub-agent's (when set)."""
-    api_key: str = field(default_factory=lambda: f"sk-legorl-{secrets.token_hex(16)}")
+    api_key: str = field(default_factory=new_api_key)
     calls: list[CallRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     threads: list[Thread] = field(default_factory=list)
@@ -93,12 +105,12 @@ class ProxySession:
         return f"{server_url.rstrip('/')}/s/{self.id}"
 
     def authorized(self, headers: Mapping[str, str]) -> bool:
-        """True when the request presents this session's key (Bearer or x-api-key)."""
-        auth = headers.get("authorization", "")
-        presented = (
-            auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("x-api-key", "")
-        )
-        return hmac.compare_digest(presented.encode(), self.api_key.encode())
+        """True when the request presents this session's key."""
+        return presents(headers, self.api_key)
+
+    def reject(self, error: ProxyError) -> None:
+        """Note a request answered with ``error`` before it reached the backend."""
+        self.rejected.append(f"{error.status} {error.kind}: {error.message}")
 
     @property
     def last_call(self) -> CallRecord | None:
