@@ -18,6 +18,7 @@ MAX_CALLS = "max_calls_exceeded"
 UNSUPPORTED = "unsupported"
 SERVER_ERROR = "server_error"
 TOO_LARGE = "request_too_large"
+RATE_LIMITED = "rate_limit_exceeded"
 METHOD_NOT_ALLOWED = "method_not_allowed"
 
 ErrorShape = Callable[[int, str, str], dict[str, Any]]

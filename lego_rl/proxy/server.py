@@ -2,9 +2,9 @@
 
 Every session lives under ``/s/<session id>``; its dialect's routes hang below (e.g.
 ``/s/<id>/v1/chat/completions``), plus ``GET /v1/models``. A request must present the
-session's key; a wrong key and an unknown session get the same answer. Calls run in worker
-threads so one long generation never blocks the others. Every error is JSON in the shape of the
-path's API.
+session's key; a wrong key and an unknown session get the same answer. Bodies are read on the
+event loop under the limits of :mod:`lego_rl.proxy.limits`; calls run in worker threads so one
+long generation never blocks the others. Every error is JSON in the shape of the path's API.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from lego_rl.kinds import Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import ErrorShape, ProxyError
 from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
+from lego_rl.proxy.limits import InFlight, Ticket, read_body
 from lego_rl.proxy.pipeline import CallHandler, Reply
 from lego_rl.proxy.render import load_template
 from lego_rl.proxy.routes import Routes, normalized
@@ -72,14 +73,20 @@ class ProxyServer:
         on_call: Callable[[CallRecord], None] | None = None,
         max_workers: int = 256,
         max_body_bytes: int = 32 * 1024 * 1024,
+        max_in_flight: int | None = None,
+        max_in_flight_per_session: int = 16,
         freeze_heap: bool = True,
     ):
+        """``max_in_flight`` (default ``max_workers``, so no call waits for a thread) and
+        ``max_in_flight_per_session`` cap the requests being read, generated or counted; one
+        over a cap is answered 429."""
         self.dialects = dict(dialects)
         self.freeze_heap = freeze_heap
         self.model_name = model_name
         self.host, self.port = host, port
         self.max_workers = max_workers
         self.max_body_bytes = max_body_bytes
+        self.in_flight = InFlight(max_in_flight_per_session, max_in_flight or max_workers)
         self.handler = CallHandler(
             inference, model_name, max_context, load_template(chat_template), on_call
         )
@@ -171,27 +178,18 @@ class ProxyServer:
         if use == "models":
             return JSONResponse(self._models())
         try:
-            body = await self._body(request)
-            if use == "count":
-                return await self._count(session, dialect, body)
-            return await self._call(session, dialect, body)
+            ticket = self.in_flight.admit(session.id)
+            try:
+                body = await read_body(request, self.max_body_bytes)
+                if use == "count":
+                    return await self._count(session, dialect, body)
+                return await self._call(session, dialect, body, ticket)
+            finally:
+                ticket.release()
         except ProxyError as exc:
             session.reject(exc)
-            return _error(dialect.error, exc.status, exc.message, exc.kind)
-
-    async def _body(self, request: Request) -> bytes:
-        """The request's body; raises the 413 ProxyError. (The worker reads it: a malformed one
-        is a 400 from there.)"""
-        declared = request.headers.get("content-length", "")
-        size = int(declared) if declared.isdigit() else 0
-        raw = b"" if size > self.max_body_bytes else await request.body()
-        if max(size, len(raw)) <= self.max_body_bytes:
-            return raw
-        message = (
-            f"request body of {max(size, len(raw))} bytes is over the proxy's limit of "
-            f"{self.max_body_bytes} bytes (ProxyServer max_body_bytes)"
-        )
-        raise ProxyError(413, message, errors.TOO_LARGE)
+            retry = {"retry-after": "1"} if exc.status == 429 else None
+            return _error(dialect.error, exc.status, exc.message, exc.kind, retry)
 
     def _session(self, sid: str, headers: Mapping[str, str]) -> ProxySession | None:
         """The session ``sid`` when the request presents its key; None for a wrong key and for
@@ -200,15 +198,19 @@ class ProxyServer:
         key = self._decoy_key if session is None else session.api_key
         return session if presents(headers, key) and session is not None else None
 
-    async def _call(self, session: ProxySession, dialect: Dialect, body: bytes) -> Response:
-        """Generate on a worker thread."""
+    async def _call(
+        self, session: ProxySession, dialect: Dialect, body: bytes, ticket: Ticket
+    ) -> Response:
+        """Generate on a worker thread; the ticket is held until the worker is done."""
         loop = asyncio.get_running_loop()
         replies: asyncio.Queue[Reply] = asyncio.Queue()
 
         def reply(item: Reply) -> None:
             loop.call_soon_threadsafe(replies.put_nowait, item)
 
-        loop.run_in_executor(self._executor, self._serve, session, dialect, body, reply)
+        work = loop.run_in_executor(self._executor, self._serve, session, dialect, body, reply)
+        ticket.hold()
+        work.add_done_callback(lambda _: ticket.release())
         first = await replies.get()
         if first[0] == "json":
             return JSONResponse(first[2], first[1])
