@@ -1,11 +1,13 @@
 """Anti-cheat ``git-history``: the agent's repository holds only the task's starting state.
 
 Before the agent runs: every other git repository, object store, pack or bundle under the
-writable roots (a leftover copy of the original ``.git``, an alternates target) is removed,
+writable roots (a leftover copy of the original ``.git``, an alternates target), found by
+its content whatever its name (:mod:`legorl_std.anticheat.git_leftovers`), is removed,
 and the workdir's ``.git`` is replaced by a fresh repository with one commit of the
 starting tree on the same branch name (no other commits, branches, tags, reflog, packed
-refs, ORIG_HEAD, stash, dangling objects or alternates). Then that state is checked; a
-repository that still shows more is refused (an infrastructure error: the rewrite failed).
+refs, ORIG_HEAD, stash, dangling objects or alternates). Then that state is checked (and the
+scan run again if it removed anything); a leftover or a repository that still shows more is refused (an
+infrastructure error: the removal or the rewrite failed).
 """
 
 from __future__ import annotations
@@ -18,24 +20,10 @@ from pydantic import BaseModel, ConfigDict
 from lego_rl.kinds import Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy, PolicyError, writable_roots
+from legorl_std.anticheat.git_leftovers import SETUP, scan
 
 GIT = "git -c safe.directory='*' -c core.hooksPath=/dev/null -c commit.gpgsign=false"
-_FIND_LEFTOVERS = r"""find {roots} -xdev -path "$W/.git" -prune -o \( -name .git -o -name '*.bundle' \
-  -o -name '*.pack' -o -name packed-refs -o -type d -name pack -o -type f -name HEAD \
-  -o -regextype posix-extended -regex '.*/[0-9a-f]{{2}}/[0-9a-f]{{38}}' \) -print 2>/dev/null |
-while IFS= read -r p; do
-  case "$p" in
-    */.git|*.bundle|*.pack|*/packed-refs) echo "$p" ;;
-    */pack) echo "${{p%/pack}}" ;;
-    */HEAD) [ -d "${{p%/HEAD}}/objects" ] && echo "${{p%/HEAD}}" ;;
-    *) d=${{p%/*}}; echo "${{d%/*}}" ;;
-  esac
-done | sort -u"""
-"""Other git dirs, bare repos, object stores (any name: found by their layout), packs, bundles."""
-
 _REWRITE = """set -u
-W={workdir}
-{find} | while IFS= read -r p; do rm -rf -- "$p" && echo "removed $p" >&2; done
 if cd "$W" 2>/dev/null && [ -e .git ]; then
 branch=$({git} symbolic-ref --short HEAD 2>/dev/null || echo main)
 rm -rf .git
@@ -63,12 +51,14 @@ class GitHistory(CheckedPolicy):
 
     def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check:
         workdir = shlex.quote(sandbox.workdir)
-        roots = " ".join(shlex.quote(r) for r in writable_roots(sandbox))
-        find = _FIND_LEFTOVERS.format(roots=roots)
+        roots = writable_roots(sandbox)
         script = "\n".join(
             [
-                f"( {_REWRITE.format(workdir=workdir, find=find, git=GIT)} ) || exit $?",
-                f"W={workdir}; {find} | sed 's/^/leftover /'",
+                f"W={workdir}",
+                SETUP,
+                scan(roots, "remove"),
+                f"( {_REWRITE.format(git=GIT)} ) || exit $?",
+                f'if [ -e "$S/removed" ]; then {scan(roots, "report")}; fi',  # else nothing was there
                 _CHECK.format(workdir=workdir, git=GIT),
             ]
         )
