@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import legorl_std.anticheat as anticheat
@@ -156,6 +157,115 @@ def test_git_history_leaves_one_commit_and_no_copies(backend, tmp_path):
             timeout=30,
         )
         assert out.stdout.split() == ["1", "0", "main", "0", "0"], out
+    finally:
+        box.stop()
+
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+ORDINARY = {
+    "notes/power.txt": b"x^2 + y^2 = z^2, a text that starts like a zlib stream\n",
+    "notes/assign.py": b"x = 1\nprint(x)\n",
+    "notes/garbage.bin": bytes([0x78, 0x9C]) + bytes(range(40, 90)),
+    "data/hello.z": zlib.compress(b"hello world, not a git object\n"),
+    "data/tiny": b"x\x9c",
+    "data/packing.md": b"PACKING LIST\n\nPACK\x00\x00\x00\x09 is not a version git writes\n",
+    "data/legacy.pack": b"a text file that is only called .pack\n",
+    "data/old.bundle": b"# an old bundle of notes, no git in sight\n",
+    "src/pack/__init__.py": b"PACKS = 1\n",  # a package called pack beside objects/ refs/ HEAD
+    "src/objects/__init__.py": b"OBJECTS = 1\n",
+    "src/refs/__init__.py": b"REFS = 1\n",
+    "src/HEAD": b"ref: this is a note, not a ref\n",
+}
+"""Files of a task that look a little like git's and must survive the scan."""
+
+
+def make_disguised_task(root: Path) -> tuple[Task, list[str]]:
+    """A task whose history (a future fix) is also left in disguise, beside ordinary files;
+    the in-sandbox paths of the disguised copies."""
+    task = make_task(root, with_git=True)
+    env, app = task.path / "environment", task.path / "environment" / "app"
+    for name, data in ORDINARY.items():
+        (app / name).parent.mkdir(parents=True, exist_ok=True)
+        (app / name).write_bytes(data)
+
+    def git(*args: str, cwd: Path = app, stdin: bytes | None = None) -> bytes:
+        return subprocess.run([*GIT, *args], cwd=cwd, input=stdin, check=True, capture_output=True).stdout
+
+    stash, work = env / "stash", root / "work"
+    stash.mkdir()
+    git("branch", "fix", "HEAD@{1}")  # the rewound fix commit
+    git("clone", "-q", "--no-local", "--mirror", str(app), str(work / ".git"), cwd=root)
+    git("-c", "pack.writeReverseIndex=true", "repack", "-qad", cwd=work)
+    git("multi-pack-index", "write", cwd=work)
+    git("commit-graph", "write", "--reachable", cwd=work)
+    objects = work / ".git" / "objects"
+    [pack] = (objects / "pack").glob("*.pack")
+    copies = {
+        "app/data/blob.bin": pack,
+        "app/data/blob.dat": pack.with_suffix(".idx"),
+        "stash/rev.dat": pack.with_suffix(".rev"),
+        "stash/midx.dat": objects / "pack" / "multi-pack-index",
+        "stash/graph.dat": objects / "info" / "commit-graph",
+    }
+    for dest, src in copies.items():
+        (env / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, env / dest)
+    git("bundle", "create", "-q", str(stash / "notes.txt"), "--all", cwd=work)
+    git("bundle", "create", "-q", "--version=3", str(stash / "notes3.txt"), "--all", cwd=work)
+    snapshot = stash / "snapshot"  # a bare repository, found by its layout whatever its name
+    git("clone", "-q", "--bare", "--no-local", str(work), str(snapshot), cwd=root)
+    loose = root / "loose.git"  # its objects loose: in a flat dir, one under a name of its own
+    git("init", "-q", "--bare", str(loose), cwd=root)
+    git("--git-dir", str(loose), "unpack-objects", "-q", stdin=pack.read_bytes())
+    (stash / "flat").mkdir()
+    for obj in (loose / "objects").glob("[0-9a-f][0-9a-f]/*"):
+        shutil.copy(obj, stash / "flat" / (obj.parent.name + obj.name))
+    blob = git("hash-object", "--stdin", stdin=b"def add(a, b):\n    return a + b\n").decode().strip()
+    shutil.copy(loose / "objects" / blob[:2] / blob[2:], app / "data" / "icon.png")
+    s256 = stash / "s256"
+    git("init", "-q", "--bare", "--object-format=sha256", str(s256), cwd=root)
+    git("--git-dir", str(s256), "hash-object", "-w", "--stdin", stdin=b"def add(a, b):\n    return a + b\n")
+    (s256 / "objects").rename(s256 / "odb")
+    (app / "vendor" / "lib").mkdir(parents=True)
+    shutil.copytree(snapshot, app / "vendor" / "lib" / ".git")
+    planted = [
+        "/app/data/blob.bin", "/app/data/blob.dat", "/app/data/icon.png", "/app/vendor/lib/.git",
+        *(f"/opt/stash/{name}" for name in ("rev.dat", "midx.dat", "graph.dat", "notes.txt", "notes3.txt",
+                                            "snapshot", *(f"flat/{p.name}" for p in (stash / "flat").iterdir()))),
+        *(f"/opt/stash/s256/odb/{p.parent.name}/{p.name}" for p in (s256 / "odb").glob("??/*")),
+    ]  # fmt: skip
+    dockerfile = env / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "COPY stash/ /opt/stash/\n")
+    return task, planted
+
+
+def test_git_history_removes_leftovers_found_by_content_and_keeps_ordinary_files(backend, tmp_path):
+    task, planted = make_disguised_task(tmp_path)
+    box = backend.start(task, "disguised")
+    try:
+        present = "for p in " + " ".join(planted) + '; do [ -e "$p" ] && echo "$p"; done; true'
+        assert box.exec(present, timeout=30).stdout.split() == planted
+        assert GitHistory().before_agent(box, task) == []
+        assert box.exec(present, timeout=30).stdout == ""
+        for name, data in ORDINARY.items():
+            assert box.exec(f"cat /app/{name} | od -An -v -tx1", timeout=30).stdout.split() == [
+                f"{b:02x}" for b in data
+            ], name
+        out = box.exec("git log --all --oneline | wc -l; git show HEAD:data/hello.z | wc -c", timeout=30)
+        assert out.stdout.split() == ["1", str(len(ORDINARY["data/hello.z"]))], out
+    finally:
+        box.stop()
+
+
+def test_git_history_fails_loudly_on_a_leftover_it_cannot_remove(backend, tmp_path):
+    task, _ = make_disguised_task(tmp_path)
+    box = backend.start(task, "locked")
+    try:
+        locked = box.host_path("/app/locked")  # root's, as image files often are: the agent cannot delete
+        locked.mkdir(mode=0o755)
+        shutil.copy(task.path / "environment" / "app" / "data" / "blob.bin", locked / "keep.bin")
+        with pytest.raises(PolicyError, match=r"leftover pack /app/locked/keep\.bin"):
+            GitHistory().before_agent(box, task)
     finally:
         box.stop()
 
