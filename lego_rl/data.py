@@ -30,7 +30,12 @@ class Termination(StrEnum):
     """The trial's commands ran into a sandbox resource limit (memory, processes, disk, ...)."""
     SANDBOX_ERROR = "sandbox_error"
     VERIFIER_TIMEOUT = "verifier_timeout"
+    """The task's tests ran past their timeout on the agent's code."""
     VERIFIER_ERROR = "verifier_error"
+    """The tests ran on the agent's code but gave no valid verdict (no or a bad reward file or
+    report): what the code under test caused."""
+    TASK_ERROR = "task_error"
+    """The task itself cannot be verified (no test script, a bad task table)."""
     CHEAT_BLOCKED = "cheat_blocked"
     INTERNAL_ERROR = "internal_error"
     CANCELLED = "cancelled"
@@ -54,8 +59,14 @@ POLICY_TERMINATIONS = frozenset(
         Termination.CONTEXT_OVERFLOW,
         Termination.RESOURCE_LIMIT,
         Termination.CHEAT_BLOCKED,
+        Termination.VERIFIER_TIMEOUT,
+        Termination.VERIFIER_ERROR,
     }
 )
+"""Endings the policy's own behaviour causes: reward 0, trained, never retried. Verification
+runs the task's checked tests in a fresh copy where only the agent's change differs, so a
+verifier that hangs or gives no valid verdict there does so because of the agent's code; only
+our own machinery's failures (sandbox, engine, a broken task) are infrastructure."""
 
 
 def attribute(termination: Termination) -> Attribution:

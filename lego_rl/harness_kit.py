@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -52,6 +53,14 @@ def find_cli(option: str | None, default: Path, ctx: BuildContext) -> Path | Non
 def cli_missing(name: str, option: str | None, default: Path, install: str) -> Problem:
     """The preflight problem of a CLI that :func:`find_cli` did not find."""
     return Problem(f"{name} CLI not found: {option or default}", install)
+
+
+def venv_files(venv: Path) -> list[Path]:
+    """What a Python CLI in ``venv`` needs inside a sandbox: the venv and the installation its
+    interpreter links to (for :class:`~lego_rl.kinds.HarnessFiles`)."""
+    python = venv / "bin" / "python"
+    base = Path(os.path.realpath(python)).parent.parent if python.exists() else None
+    return [venv, *([base] if base is not None and base != venv else [])]
 
 
 def npm_version(package_dir: Path) -> str:

@@ -332,5 +332,53 @@ class Observer(Protocol):
     def close(self) -> None: ...
 
 
+# ---------------------------------------------------------------- optional capabilities
+
+RESULTS_FD_ENV = "LEGORL_RESULTS_FD"
+"""The variable naming the descriptor of a :class:`ResultStream` command's result stream."""
+
+
+@runtime_checkable
+class PristineVerify(Protocol):
+    """A sandbox whose verification runs in a fresh copy of the task's starting state, with
+    only the agent's crossing changes applied (:mod:`lego_rl.crossing`)."""
+
+    def begin_verify(self, task: Task) -> dict[str, Any]:
+        """End the agent phase and switch to the verification copy; what to record of it
+        (``crossing``: what crossed and what was dropped). Raises
+        :class:`lego_rl.crossing.CrossingLimit` when the agent changed too much."""
+        ...
+
+
+@runtime_checkable
+class ResultStream(Protocol):
+    """A sandbox that gives a command a result stream nothing inside can open by path."""
+
+    def exec_reporting(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> tuple[ExecResult, str]:
+        """``exec`` with the stream open as the descriptor ``$LEGORL_RESULTS_FD``; the
+        execution and the stream's text."""
+        ...
+
+
+@runtime_checkable
+class ProvidesFiles(Protocol):
+    """A sandbox that can show host paths read-only (a bind) instead of copies by upload."""
+
+    def provide(self, paths: Sequence[Path]) -> None:
+        """Show ``paths`` at their own paths in the agent phase, from the next command on."""
+        ...
+
+
+@runtime_checkable
+class HarnessFiles(Protocol):
+    """A harness that runs files of the host (its pinned CLI, its runtime) in the sandbox."""
+
+    def sandbox_files(self) -> list[Path]:
+        """Host paths the harness needs inside, read-only, at their own paths."""
+        ...
+
+
 def first_fatal(problems: Iterable[Problem]) -> Problem | None:
     return next((p for p in problems if p.fatal), None)

@@ -125,11 +125,11 @@ def test_harness_exception_is_a_crash_and_still_verified() -> None:
     assert setup.sandbox.sandboxes[0].stopped
 
 
-def test_verifier_exception_is_a_verifier_error() -> None:
+def test_a_verifier_that_raises_is_our_internal_error() -> None:
     run, _ = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(ValueError("bad toml")))
     result = run.run(TASK, "trial-4")
-    assert result.termination == Termination.VERIFIER_ERROR and "bad toml" in result.reason
-    assert result.reward == 0.0
+    assert result.termination == Termination.INTERNAL_ERROR and "bad toml" in result.reason
+    assert result.reward == 0.0 and result.attribution == Attribution.INFRASTRUCTURE
 
 
 def test_violation_blocks_the_reward() -> None:
@@ -219,12 +219,13 @@ def test_backend_5xx_is_an_api_error_of_the_infrastructure() -> None:
     assert result.call_versions == []
 
 
-def test_verifier_timeout_is_infrastructure() -> None:
-    verdict = VerifierResult(0.0, {"reason": "tests ran past 600s"}, Termination.VERIFIER_TIMEOUT)
+@pytest.mark.parametrize("termination", [Termination.VERIFIER_TIMEOUT, Termination.VERIFIER_ERROR])
+def test_a_verdict_the_tests_give_on_the_agents_code_is_the_policys(termination: Termination) -> None:
+    verdict = VerifierResult(0.0, {"reason": "tests ran past 600s"}, termination)
     run, _ = runner(FakeHarness(HarnessResult(Termination.COMPLETED)), FakeVerifier(verdict))
     result = run.run(TASK, "trial-vt")
-    assert result.termination == Termination.VERIFIER_TIMEOUT and "600s" in result.reason
-    assert result.attribution == Attribution.INFRASTRUCTURE
+    assert result.termination == termination and "600s" in result.reason
+    assert result.attribution == Attribution.POLICY and result.reward == 0.0
 
 
 class FlakyHarness:
@@ -289,13 +290,9 @@ def test_watchdog_ends_a_hung_trial_and_stops_its_sandbox() -> None:
     import time
 
     pool, setup = real_pool(FlakyHarness(hang="g00000-t-1-r1"), retries=1, trial_timeout=1.0)
-    started = time.monotonic()
-    (group,) = pool(0)
-    assert time.monotonic() - started < 10
+    (group,) = pool(0)  # without the watchdog, the hung trial would never end (test timeout)
     hung = next(t for t in group if t.trial_id == "g00000-t-1-r1")
     assert hung.termination == Termination.AGENT_TIMEOUT and "watchdog" in hung.reason
     assert hung.attribution == Attribution.POLICY
-    deadline = time.monotonic() + 5
-    while not all(s.stopped for s in setup.sandbox.sandboxes) and time.monotonic() < deadline:
+    while not all(s.stopped for s in setup.sandbox.sandboxes):  # until then: the test timeout
         time.sleep(0.02)
-    assert all(s.stopped for s in setup.sandbox.sandboxes)

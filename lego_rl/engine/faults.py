@@ -1,9 +1,10 @@
 """Fault handling of the rollout pool: what a stuck trial ends as, and what gets retried.
 
 A trial past its wall-clock limit is ended by the pool's watchdog; the phase it was stuck
-in decides the reason: an agent that runs too long is the policy's doing, a sandbox or a
-verifier that hangs is ours. Infrastructure failures are retried up to ``run.retries``
-times and never enter the gradient (the trainer drops them from groups).
+in decides the reason: an agent that runs too long is the policy's doing, a sandbox that
+hangs (or does not end the verifier at its timeout) is ours. Infrastructure failures are
+retried up to ``run.retries`` times and never enter the gradient (the trainer drops them
+from groups).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ PHASE_TERMINATION: dict[str, Termination] = {
     "anticheat_before_agent": Termination.SANDBOX_ERROR,
     "agent": Termination.AGENT_TIMEOUT,
     "anticheat_before_verify": Termination.SANDBOX_ERROR,
-    "verify": Termination.VERIFIER_TIMEOUT,
+    "verify": Termination.SANDBOX_ERROR,
     "anticheat_after": Termination.SANDBOX_ERROR,
     "sandbox_stop": Termination.SANDBOX_ERROR,
 }

@@ -28,7 +28,9 @@ from lego_rl.kinds import (
     Endpoint,
     Event,
     Harness,
+    HarnessFiles,
     HarnessResult,
+    ProvidesFiles,
     Sandbox,
     SandboxBackend,
     Task,
@@ -103,6 +105,7 @@ class TrialRunner:
         try:
             with self._phase(result, "sandbox_start"):
                 sandbox = live.sandbox = s.sandbox.start(task, trial_id)
+                provide_harness_files(sandbox, s.harness)
             self._attempt(task, sandbox, session, result)
         except _TrialEnded:
             pass
@@ -171,9 +174,9 @@ class TrialRunner:
         with self._phase(result, "verify"):
             try:
                 verdict = s.verifier.score(sandbox, task)
-            except Exception as exc:
+            except Exception as exc:  # the verifier's own failure: what the tests say is a verdict
                 verdict = VerifierResult(
-                    0.0, {"reason": f"{type(exc).__name__}: {exc}"}, Termination.VERIFIER_ERROR
+                    0.0, {"reason": f"verifier: {type(exc).__name__}: {exc}"}, Termination.INTERNAL_ERROR
                 )
         result.reward = verdict.reward
         result.verifier = verdict.details
@@ -207,6 +210,19 @@ class TrialRunner:
             yield
         finally:
             result.timings.append(PhaseTiming(phase=name, seconds=time.monotonic() - start))
+
+
+def provide_harness_files(sandbox: Sandbox, harness: Harness) -> None:
+    """Make the harness's own host files visible inside (a bind where the sandbox offers
+    one, else a copy at the same path)."""
+    files = harness.sandbox_files() if isinstance(harness, HarnessFiles) else []
+    if not files:
+        return
+    if isinstance(sandbox, ProvidesFiles):
+        sandbox.provide(files)
+        return
+    for path in files:
+        sandbox.upload(path, str(path))
 
 
 def small_model_name(model: str) -> str:

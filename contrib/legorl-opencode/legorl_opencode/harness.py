@@ -87,6 +87,11 @@ class OpenCode:
         """The absolute path of the `opencode` executable, or None if it is not there."""
         return kit.find_cli(self.options.command, native_binary(), self.ctx)
 
+    def sandbox_files(self) -> list[Path]:
+        """The directory of the native CLI (a self-contained binary)."""
+        opencode = self.command_path()
+        return [opencode.parent] if opencode else []
+
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
             return [kit.cli_missing("OpenCode", self.options.command, native_binary(), INSTALL)]

@@ -9,7 +9,7 @@
     completed: "#00b894", max_turns: "#fdcb6e", agent_timeout: "#e17055", context_overflow: "#a29bfe",
     resource_limit: "#fd79a8",
     cheat_blocked: "#e84393", harness_crash: "#d63031", api_error: "#b33939", sandbox_error: "#636e72",
-    verifier_timeout: "#2d3436", verifier_error: "#535c68", internal_error: "#000000", cancelled: "#b2bec3",
+    verifier_timeout: "#2d3436", verifier_error: "#535c68", task_error: "#6c5ce7", internal_error: "#000000", cancelled: "#b2bec3",
   };
   const ATTRIBUTION_COLORS = { none: "#00b894", policy: "#fdcb6e", infrastructure: "#d63031" };
   const state = { runs: [], selected: [], data: {}, openTrial: null };

@@ -66,6 +66,11 @@ class ClaudeCode:
         """The absolute path of the `claude` executable, or None if it is not there."""
         return kit.find_cli(self.options.command, native_binary(), self.ctx)
 
+    def sandbox_files(self) -> list[Path]:
+        """The directory of the native CLI (a self-contained binary)."""
+        claude = self.command_path()
+        return [claude.parent] if claude else []
+
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
             return [kit.cli_missing("Claude Code", self.options.command, native_binary(), INSTALL)]

@@ -59,6 +59,11 @@ class Codex:
         """The absolute path of the `codex` executable, or None if it is not there."""
         return kit.find_cli(self.options.command, vendor_dir() / "bin" / "codex", self.ctx)
 
+    def sandbox_files(self) -> list[Path]:
+        """The native CLI's directory (the binary and its bundled helpers, e.g. ripgrep)."""
+        codex = self.command_path()
+        return [codex.parent.parent if self.options.command is None else codex.parent] if codex else []
+
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
             return [kit.cli_missing("Codex", self.options.command, vendor_dir() / "bin" / "codex", INSTALL)]

@@ -65,6 +65,11 @@ class MiniSweAgent:
         """The absolute path of the `mini` executable, or None if it is not there."""
         return kit.find_cli(self.options.command, MINI, self.ctx)
 
+    def sandbox_files(self) -> list[Path]:
+        """The virtualenv of the `mini` CLI and the Python it links to."""
+        mini = self.command_path()
+        return kit.venv_files(mini.parent.parent) if mini else []
+
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
             return [kit.cli_missing("mini-swe-agent", self.options.command, MINI, INSTALL)]

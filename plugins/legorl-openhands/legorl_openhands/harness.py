@@ -66,6 +66,11 @@ class OpenHands:
         """The absolute path of the `openhands` executable, or None if it is not there."""
         return kit.find_cli(self.options.command, OPENHANDS, self.ctx)
 
+    def sandbox_files(self) -> list[Path]:
+        """The CLI's virtualenv and the Python it links to."""
+        openhands = self.command_path()
+        return kit.venv_files(openhands.parent.parent) if openhands else []
+
     def preflight(self) -> list[Problem]:
         if self.command_path() is None:
             return [kit.cli_missing("OpenHands", self.options.command, OPENHANDS, INSTALL)]
