@@ -93,10 +93,13 @@ def test_host_root_read_only_but_trial_files_writable(sandbox):
     assert sandbox.exec("cat /tmp/t", timeout=30).exit_code != 0, "/tmp must be private to each exec"
 
 
-def test_python_and_the_venv_are_usable_inside(sandbox):
+def test_python_and_the_venv_are_usable_inside_but_not_our_sources(sandbox):
     assert sandbox.exec("python3 -c 'print(1)'", timeout=30).stdout == "1\n"
-    out = sandbox.exec(f"{sys.executable} -c 'import lego_rl; print(lego_rl.__file__)'", timeout=60)
-    assert out.exit_code == 0 and out.stdout.startswith("/"), out
+    out = sandbox.exec(f"{sys.executable} -c 'import pytest; print(pytest.__file__)'", timeout=60)
+    assert out.exit_code == 0 and out.stdout.startswith("/") and not out.stderr, out
+    for package in ("lego_rl", "legorl_std"):
+        out = sandbox.exec(f"{sys.executable} -c 'import {package}'", timeout=60)
+        assert out.exit_code == 1 and f"No module named '{package}'" in out.stderr, out
 
 
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
@@ -391,7 +394,7 @@ def test_begin_verify_ends_the_agent_phase(backend, tmp_path, host_server):
         box.endpoint_url(f"http://127.0.0.1:{host_server[0]}/s/x")
         box.exec("echo 1 > /logs/verifier/reward.txt; echo changed > main.py", timeout=30)
         box.upload(tmp_path / "t" / "tests", "/tests")
-        details = box.begin_verify()
+        details = box.begin_verify(task)
         assert details["agent_changes"] == ["M /app/main.py"]
         assert Path(details["agent_diff"]).read_text().count("+changed") == 1
         assert box.exec("ls -A /logs/verifier; ls /tests", timeout=30).stdout == ""

@@ -20,6 +20,7 @@ import posixpath
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,16 @@ class LocalHarborSandbox(HarborSandbox):
 
     environment: BwrapEnvironment
 
-    def begin_verify(self) -> dict[str, Any]:
-        return self.environment.sandbox.begin_verify()
+    def begin_verify(self, task: Task) -> dict[str, Any]:
+        return self.environment.sandbox.begin_verify(task)
+
+    def exec_reporting(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> tuple[ExecResult, str]:
+        return self.environment.sandbox.exec_reporting(command, timeout=timeout, env=env, cwd=cwd or self.workdir)
+
+    def provide(self, paths: Sequence[Path]) -> None:
+        self.environment.sandbox.provide(paths)
 
     def resources_exhausted(self) -> list[dict[str, str]]:
         return self.environment.sandbox.resources_exhausted()

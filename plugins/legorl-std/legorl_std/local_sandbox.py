@@ -4,10 +4,10 @@ The task's Dockerfile is materialised once into a shared read-only image directo
 (:mod:`legorl_std.sandbox_snapshot`); each trial sees it through an overlayfs whose upper
 layer is a size-capped tmpfs, mounted at ``<root>/<trial>/fs`` (a path ``/x`` inside is
 ``fs/x`` on the host). Its mount points, ``/logs`` and ``$HOME`` (``/home/agent``) are bound
-read-write over a read-only view of the host root, so the host's interpreters and the
-project venv are usable inside; the trials root, the run dir, the task (tests, solution),
-its sibling tasks, the enclosing git dir and the users' homes are hidden under empty tmpfs
-(the interpreter and this package are bound back if they live there).
+read-write into a view built from parts (:mod:`legorl_std.sandbox_view`): the system base
+(``/usr``, ``/etc``, the library dirs), this process's interpreter and, in the agent phase,
+the harness's own files (:meth:`LocalSandbox.provide`), all read-only; nothing else of the
+host exists inside (no checkout, run dir, task dir or home).
 
 Every ``exec`` is a fresh ``bwrap``: private mount/PID/IPC/UTS namespaces, a network
 namespace with loopback only, a private ``/tmp``. As root, the command runs as the trial's
@@ -25,10 +25,13 @@ which the trial runner turns into ``resource_limit``. A backend's first start un
 overlays of trials whose live lock no process holds (a ``kill -9``'d run's) and removes
 dead processes' cgroups.
 
-Phases: :meth:`LocalSandbox.begin_verify` ends the agent phase: it kills what runs,
-records the agent's diff from the upper layer, recreates ``/logs/verifier`` and removes
-``/tests``; from then on commands get the network the task declares (task.toml
-``[environment] network_mode = "public"``, else none) and no proxy.
+Phases: :meth:`LocalSandbox.begin_verify` ends the agent phase: it kills what runs, records
+the agent's diff from the upper layer, and moves the trial to a fresh overlay of the same
+image with only the agent's crossing changes applied (:mod:`lego_rl.crossing`,
+:mod:`legorl_std.sandbox_verify`), a fresh ``/logs`` and ``$HOME`` and no harness files; from
+then on commands get the network the task declares (task.toml ``[environment] network_mode =
+"public"``, else none) and no proxy. :meth:`LocalSandbox.exec_reporting` gives a command a
+result stream that nothing inside can open by path (a host file passed as a descriptor).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ import threading
 import time
 import urllib.parse
 import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -59,9 +64,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import legorl_std.netforward as netforward
 from lego_rl import hookimpl
-from lego_rl.kinds import ExecResult, Problem, Task
+from lego_rl.crossing import CrossingPolicy
+from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
 from legorl_std.dockerfile import Image
+from legorl_std.sandbox_verify import apply, file_changes
+from legorl_std.sandbox_view import (
+    cover_args,
+    expose_args,
+    interpreter_paths,
+    own_packages,
+    parent_dirs,
+    root_view_args,
+)
 from legorl_std.sandbox_limits import (
     MB,
     Limits,
@@ -90,8 +105,9 @@ OUTPUT_CAP = 1 << 20
 """Bytes of stdout and of stderr kept per exec (the tail)."""
 TIMEOUT_EXIT = 124
 """Exit code reported for a command killed at its timeout (as GNU timeout)."""
-_OWN_MOUNTS = frozenset({"dev", "proc", "tmp"})
-"""Top-level dirs the sandbox mounts itself instead of viewing the host's."""
+RESULTS_CAP = 8 << 20
+"""Bytes of a result stream read back (a test report; more is cut)."""
+_RESULTS = itertools.count()
 BWRAP_MISSING = Problem(
     "the local sandbox needs bubblewrap (bwrap)", "install it: apt-get install bubblewrap"
 )
@@ -109,6 +125,16 @@ CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125;
 
 class SandboxError(RuntimeError):
     """The sandbox could not be built or used (infrastructure, not the policy)."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What a trial shows of the host besides its own files (see :mod:`legorl_std.sandbox_view`)."""
+
+    exposed: list[Path]
+    """Host paths shown read-only at their own paths (the interpreter, ``options.expose``)."""
+    covered: list[Path]
+    """Our own packages under those paths, shown as empty dirs."""
 
 
 class LocalSandboxOptions(BaseModel):
@@ -143,8 +169,8 @@ class LocalSandboxOptions(BaseModel):
     limits: Limits = Field(default_factory=Limits, description="Resource limits of every command.")
     expose: list[str] = Field(
         default_factory=list,
-        description="Host paths bound read-only even where a hidden path covers them (e.g. a "
-        "harness's runtime under the home dir).",
+        description="More host paths shown read-only at their own paths (beside the system base, "
+        "the interpreter and the harness's own files).",
     )
 
 
@@ -163,6 +189,7 @@ class LocalSandboxBackend:
         self._slots = itertools.count()
         self._as_root = os.geteuid() == 0
         self._swept = False
+        self._shown: View | None = None
 
     @property
     def root(self) -> Path:
@@ -253,6 +280,7 @@ class LocalSandboxBackend:
         user = held[:2] if held else None
         fds = [live, *([held[2]] if held else [])]
         snapshot = self._snapshot(lower, trial_dir, user, task)
+        fresh = lambda: self._snapshot(lower, trial_dir, user, task, prefix="verify-")  # noqa: E731
         cgroup: TrialCgroup | None = None
         try:
             if self._as_root:
@@ -262,9 +290,9 @@ class LocalSandboxBackend:
                 )  # fmt: skip
             snapshot.mount()
             sandbox = LocalSandbox(
-                bwrap, trial_dir, image, snapshot, lower, self._hidden(task), task,
+                bwrap, trial_dir, image, snapshot, lower, self._view(), task,
                 options=self.options, user=user, fds=fds, cgroup=cgroup,
-                resources=resources, slot=next(self._slots),
+                resources=resources, slot=next(self._slots), fresh=fresh,
             )  # fmt: skip
         except BaseException:
             for fd in fds:
@@ -310,33 +338,29 @@ class LocalSandboxBackend:
             os.close(fd)
         raise SandboxError(f"no free trial uid in {group + 1}..{group + _UIDS_PER_BASE} (see {UID_LOCKS})")
 
-    def _snapshot(self, lower: Path, trial_dir: Path, user: tuple[int, int] | None, task: Task) -> Snapshot:
+    def _view(self) -> View:
+        """What every trial shows besides its own files (computed once)."""
+        with self._lock:
+            if self._shown is None:
+                exposed = [*interpreter_paths(), *(Path(os.path.abspath(p)) for p in self.options.expose)]
+                self._shown = View(exposed, own_packages([*exposed, Path("/usr")]))
+            return self._shown
+
+    def _snapshot(
+        self, lower: Path, trial_dir: Path, user: tuple[int, int] | None, task: Task, prefix: str = ""
+    ) -> Snapshot:
         mode = self.options.snapshot
         if mode == "auto":
             mode = "overlay" if self._as_root else "copy"
         if mode == "copy":
-            return CopySnapshot(lower, trial_dir, user)
+            return CopySnapshot(lower, trial_dir, user, prefix)
         if not self._as_root:
             raise SandboxError("sandbox.options.snapshot=overlay needs root (mounts); use auto or copy")
         environment = task.config.get("environment", {})
         storage = self.options.storage_mb or (
             environment.get("storage_mb") if isinstance(environment, dict) else None
         )
-        return Overlay(lower, trial_dir, int(storage or 2048), user)
-
-    def _hidden(self, task: Task) -> list[Path]:
-        """Host paths the trial must not see (exposed interpreter paths are bound back)."""
-        hidden = [self.root, task.path, Path.home(), Path("/root"), Path("/home")]
-        family = task.path.parent
-        if any((p / "task.toml").is_file() for p in family.iterdir() if p != task.path):
-            hidden.append(family)  # sibling tasks carry their own tests and solutions
-        for parent in task.path.parents:
-            if (parent / ".git").exists():
-                hidden.append(parent / ".git")  # the project's history holds the solutions too
-                break
-        if self._run_dir:
-            hidden.append(self._run_dir)
-        return [p for p in hidden if p != Path("/")]
+        return Overlay(lower, trial_dir, int(storage or 2048), user, prefix)
 
 
 class LocalSandbox:
@@ -349,7 +373,7 @@ class LocalSandbox:
         image: Image,
         snapshot: Snapshot,
         lower: Path,
-        hidden: list[Path],
+        view: View,
         task: Task,
         *,
         options: LocalSandboxOptions,
@@ -358,6 +382,7 @@ class LocalSandbox:
         cgroup: TrialCgroup | None = None,
         resources: dict[str, float] | None = None,
         slot: int = 0,
+        fresh: Callable[[], Snapshot] | None = None,
     ):
         self.workdir = image.workdir
         self.trial_dir = trial_dir
@@ -368,8 +393,10 @@ class LocalSandbox:
         self._snapshot, self._lower = snapshot, lower
         self._bwrap = bwrap
         self._options = options
-        self._hidden = _outermost([Path(os.path.realpath(p)) for p in hidden])
-        self._exposed = _exposed_paths(options.expose)
+        self._view = view
+        self._provided: list[Path] = []
+        self._fresh = fresh or (lambda: CopySnapshot(lower, trial_dir, user, "verify-"))
+        self._snapshots = [snapshot]
         self._env = {"PATH": DEFAULT_PATH, "HOME": HOME, "LANG": "C.UTF-8", **image.env}
         if user:
             self._env |= {"USER": "agent", "LOGNAME": "agent"}
@@ -386,19 +413,26 @@ class LocalSandbox:
         self._slot = slot
         self._exhausted: list[dict[str, str]] = []
         self._seen: dict[str, int] = {}
-        for point in [*image.mount_points, LOGS, HOME]:
-            self._add_mount(point)
-        for path in [*(f"{LOGS}/{n}" for n in LOG_DIRS), HOME]:
-            self._fresh_dir(path)
-        if user:  # the image's own dirs (and a repo's .git) belong to the trial user: git trusts them
-            for point in image.mount_points:
-                for path in (self.host_path(point), self.host_path(point) / ".git"):
-                    if path.is_dir() and not path.is_symlink():
-                        os.chown(path, *user)
+        self._prepare_tree()
         if user:
             _write_identity(trial_dir, user)
         # A sandbox dropped without stop() must not leave mounts behind on the host.
-        self._finalizer = weakref.finalize(self, _release, snapshot, cgroup, fds or [])
+        self._finalizer = weakref.finalize(self, _release, self._snapshots, cgroup, fds or [])
+
+    def _prepare_tree(self) -> None:
+        """Mount points of the image, a fresh ``/logs`` and ``$HOME``; the image's own dirs
+        (and a repo's .git) belong to the trial user, so git trusts them."""
+        with self._lock:
+            self._mounts = []
+        for point in [*self.image.mount_points, LOGS, HOME]:
+            self._add_mount(point)
+        for path in [*(f"{LOGS}/{n}" for n in LOG_DIRS), HOME]:
+            self._fresh_dir(path)
+        if self.user:
+            for point in self.image.mount_points:
+                for path in (self.host_path(point), self.host_path(point) / ".git"):
+                    if path.is_dir() and not path.is_symlink():
+                        os.chown(path, *self.user)
 
     # ------------------------------------------------------------------ Sandbox protocol
 
@@ -409,12 +443,17 @@ class LocalSandbox:
         timeout: float,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        fds: tuple[int, ...] = (),
     ) -> ExecResult:
+        """Run ``command`` in a fresh bwrap of the trial; ``fds`` are host descriptors the
+        command inherits under their own numbers."""
         if self._stopped:
             raise SandboxError(f"trial {self.trial_dir.name} was stopped; no more commands")
         inside_cwd = self._inside(cwd or self.workdir)
         relay = self._relay if self.phase == "agent" and not self._network() else None
-        argv = [self._bwrap, *self._bwrap_argv(inside_cwd, relay is not None)]
+        identity = self._identity_fds()
+        fds = (*fds, *(fd for fd, _ in identity))
+        argv = [self._bwrap, *self._bwrap_argv(inside_cwd, relay is not None, identity)]
         argv += ["--", "bash", "-c", self._launcher(), "legorl", command]
         if relay is not None:  # join the trial's namespace, where the proxy is relayed
             argv = ["nsenter", f"--net=/proc/self/fd/{relay.ns_fd}", *argv]
@@ -422,7 +461,7 @@ class LocalSandbox:
             procs = self._cgroup.procs_files()
             argv = ["sh", "-c", CGROUP_JOIN, "legorl-cgroup", str(len(procs)), *procs, *argv]
         clean_env = {**self._env, **(env or {})}  # via the process env, so values never show in ps
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, _closing(identity):
             start = time.monotonic()
             proc = subprocess.Popen(
                 argv,
@@ -431,7 +470,7 @@ class LocalSandbox:
                 stderr=err,
                 env=clean_env,
                 start_new_session=True,
-                pass_fds=(relay.ns_fd,) if relay is not None else (),
+                pass_fds=(*fds, *((relay.ns_fd,) if relay is not None else ())),
             )
             with self._lock:
                 self._live.add(proc)
@@ -528,7 +567,7 @@ class LocalSandbox:
         try:
             if self._options.keep and self.fs.is_dir():
                 with contextlib.suppress(OSError, shutil.Error):
-                    shutil.copytree(self.fs / LOGS.lstrip("/"), self.trial_dir / "logs", symlinks=True)
+                    shutil.copytree(self.fs / LOGS.lstrip("/"), self.trial_dir / "logs", symlinks=True, dirs_exist_ok=True)
         finally:
             self._finalizer()  # unmount, free the uid
             if not self._options.keep:
@@ -567,26 +606,74 @@ class LocalSandbox:
         found = self.changes() if changes is None else changes
         return unified_diff(self._snapshot, self._lower, found, self.image.mount_points)
 
-    def begin_verify(self) -> dict[str, Any]:
-        """End the agent phase (see the module doc); returns what the verifier should record."""
+    def begin_verify(self, task: Task) -> dict[str, Any]:
+        """End the agent phase (see the module doc); returns what the verifier should record.
+        Raises :class:`~lego_rl.crossing.CrossingLimit` when the agent changed too much."""
         killed = self.kill_all()
         changes = self.changes()
         self._check_file_sizes(changes)
-        diff = self.diff(changes)
-        (self.trial_dir / "agent.diff").write_text(diff)
+        self._check_resources(None)  # a layer the agent filled: recorded for the agent phase
+        (self.trial_dir / "agent.diff").write_text(self.diff(changes))
+        policy = CrossingPolicy.for_task(task, self.image.mount_points)
+        crossing = policy.decide(file_changes(changes, self.fs))
+        self._keep_logs()
+        fresh = self._fresh()
+        fresh.mount()
+        self._snapshots.append(fresh)
+        apply(crossing, self.fs, fresh.merged, self.user)
+        old, self._snapshot, self.fs = self._snapshot, fresh, fresh.merged
+        self._snapshots.remove(old)
+        old.unmount()
         self.phase = "verify"
-        self._fresh_dir(f"{LOGS}/verifier")
-        with contextlib.suppress(FileNotFoundError):
-            _remove(self.host_path(TESTS))
-        with self._lock:
-            self._mounts = [m for m in self._mounts if not _under(m, TESTS)]
-        self._check_resources(None)  # a layer the agent filled is full for the verifier too
+        self._provided = []
+        self._prepare_tree()
         own = [c for c in changes if any(_under(c.path, m) for m in self.image.mount_points)]
         return {
             "agent_diff": str(self.trial_dir / "agent.diff"),
             "agent_changes": [f"{c.kind[0].upper()} {c.path}" for c in own[:200]],
             "agent_commands_killed": killed,
+            "pristine": True,
+            "crossing": crossing.summary(),
         }
+
+    def provide(self, paths: Sequence[Path]) -> None:
+        """Show host ``paths`` read-only at their own paths in the agent phase (a harness's
+        own files), from the next command on."""
+        with self._lock:
+            self._provided += [Path(os.path.abspath(p)) for p in paths]
+
+    def exec_reporting(
+        self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> tuple[ExecResult, str]:
+        """``exec`` with a result stream: a host file, open for appending as the descriptor
+        named by ``$LEGORL_RESULTS_FD``, that nothing inside can open by path (it lies outside
+        the view, owned by root). The execution, then what was written to it."""
+        results = self.trial_dir / f"results-{next(_RESULTS)}.jsonl"
+        fd = os.open(results, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            execution = self.exec(command, timeout=timeout, env={**(env or {}), RESULTS_FD_ENV: str(fd)}, cwd=cwd, fds=(fd,))
+        finally:
+            os.close(fd)
+        with open(results, "rb") as stream:
+            return execution, stream.read(RESULTS_CAP).decode("utf-8", errors="replace")
+
+    def _identity_fds(self) -> list[tuple[int, str]]:
+        """Fresh memory files holding the trial's passwd and group (one pair per command)."""
+        if not self.user:
+            return []
+        found = []
+        for name in ("passwd", "group"):
+            fd = os.memfd_create(f"legorl-{name}", os.MFD_CLOEXEC)
+            os.write(fd, (self.trial_dir / name).read_bytes())
+            os.lseek(fd, 0, os.SEEK_SET)
+            found.append((fd, name))
+        return found
+
+    def _keep_logs(self) -> None:
+        """Copy the agent phase's ``/logs`` to the trial dir (the verify copy starts fresh)."""
+        if self._options.keep:
+            with contextlib.suppress(OSError, shutil.Error):
+                shutil.copytree(self.fs / LOGS.lstrip("/"), self.trial_dir / "logs", symlinks=True, dirs_exist_ok=True)
 
     def resources_exhausted(self) -> list[dict[str, str]]:
         """The resource limits the trial's commands ran into: ``phase`` (agent or verify),
@@ -654,7 +741,8 @@ class LocalSandbox:
             "mounts": self._mounts,
             "snapshot": type(self._snapshot).__name__,
             "user": list(self.user) if self.user else None,
-            "hidden": [str(p) for p in self._hidden],
+            "exposed": [str(p) for p in self._view.exposed],
+            "covered": [str(p) for p in self._view.covered],
             "limits": self._options.limits.model_dump(),
             "resources": self._resources,
             "cgroup": {k: str(v[0]) for k, v in self._cgroup.dirs.items()} if self._cgroup else None,
@@ -706,30 +794,18 @@ class LocalSandbox:
             wrapper += ["taskset", "-c", ",".join(map(str, cpu_mask(cpus, self._slot)))]
         return f'exec {shlex.join([*wrapper, "bash", "-c"])} "$1"'
 
-    def _bwrap_argv(self, cwd: str, relayed: bool) -> list[str]:
+    def _bwrap_argv(self, cwd: str, relayed: bool, identity: Sequence[tuple[int, str]] = ()) -> list[str]:
+        """The view of one command; ``identity``: (descriptor, name) of the /etc files that
+        name the trial user, read by bwrap (so no host path of them shows inside)."""
         argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
-        argv += self._expose_under(Path("/tmp"))  # a checkout or venv under /tmp stays usable
-        hidden = [
-            p
-            for p in self._hidden
-            if p.exists()
-            and (not _under_own_mount(str(p)) or any(p.is_relative_to(e) for e in self._exposed))
-        ]  # under our own mounts only what we bound back in is visible, and needs hiding
-        for path in hidden:
-            argv += ["--perms", "0755", "--tmpfs", str(path)]
-            argv += self._expose_under(path)
         made: set[str] = set()
+        argv += expose_args([*self._view.exposed, *self._provided], made)
+        argv += cover_args(self._view.covered)
         for point in sorted(self._mounts, key=lambda m: m.count("/")):
-            for parent in reversed(Path(point).parents[:-1]):  # bwrap would make them 0700
-                if str(parent) not in made and not os.path.exists(parent):
-                    made.add(str(parent))
-                    argv += ["--perms", "0755", "--dir", str(parent)]
+            argv += parent_dirs(point, made)
             argv += ["--bind", str(self.fs / point.lstrip("/")), point]
-        if self.user:
-            for name in ("passwd", "group"):
-                argv += ["--ro-bind", str(self.trial_dir / name), f"/etc/{name}"]
-        for path in hidden:
-            argv += ["--remount-ro", str(path)]
+        for fd, name in identity:
+            argv += ["--perms", "0644", "--ro-bind-data", str(fd), f"/etc/{name}"]
         if not self._network() and not relayed:
             argv.append("--unshare-net")
         return [
@@ -741,23 +817,19 @@ class LocalSandbox:
         ]  # fmt: skip
 
 
-    def _expose_under(self, covered: Path) -> list[str]:
-        """Bind back, read-only, the exposed paths that a fresh mount at ``covered`` hid."""
-        argv: list[str] = []
-        made: set[Path] = set()
-        for exposed in self._exposed:
-            if exposed.is_relative_to(covered) and exposed != covered and exposed.exists():
-                for parent in reversed(exposed.relative_to(covered).parents[:-1]):
-                    if covered / parent not in made:
-                        made.add(covered / parent)
-                        argv += ["--perms", "0755", "--dir", str(covered / parent)]
-                argv += ["--ro-bind", str(exposed), str(exposed)]
-        return argv
-
-
-def _release(snapshot: Snapshot, cgroup: TrialCgroup | None, fds: list[int]) -> None:
+@contextlib.contextmanager
+def _closing(fds: Sequence[tuple[int, str]]) -> Iterator[None]:
     try:
-        snapshot.unmount()
+        yield
+    finally:
+        for fd, _ in fds:
+            os.close(fd)
+
+
+def _release(snapshots: list[Snapshot], cgroup: TrialCgroup | None, fds: list[int]) -> None:
+    try:
+        while snapshots:
+            snapshots.pop().unmount()
     finally:
         try:
             if cgroup is not None:
@@ -810,32 +882,6 @@ def _declared_network(task: Task) -> str:
     return str(mode or "no-network")
 
 
-def _exposed_paths(extra: list[str]) -> list[Path]:
-    """What every command needs even under a hidden path or the private /tmp: the
-    interpreter, and the directory of every installed lego_rl plugin distribution (a
-    harness plugin keeps its pinned CLI there, e.g. node_modules)."""
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.path.dirname(netforward.__file__)}
-    paths |= set(_plugin_dirs()) | set(extra)
-    real = {Path(os.path.realpath(p)) for p in paths} | {Path(os.path.abspath(p)) for p in paths}
-    return sorted(real)
-
-
-def _plugin_dirs() -> list[str]:
-    """The core package, and the directory holding each lego_rl plugin package (its
-    distribution's root for an editable install, site-packages otherwise)."""
-    import importlib.metadata
-    import importlib.util
-
-    import lego_rl
-
-    dirs = {os.path.dirname(lego_rl.__file__)}
-    for ep in importlib.metadata.entry_points(group="lego_rl"):
-        spec = importlib.util.find_spec(ep.module.split(".")[0])
-        if spec is not None and spec.origin:
-            dirs.add(os.path.dirname(os.path.dirname(spec.origin)))
-    return sorted(dirs)
-
-
 def _write_identity(trial_dir: Path, user: tuple[int, int]) -> None:
     """passwd/group files that name the trial user ``agent`` (bound over /etc inside)."""
     uid, gid = user
@@ -867,59 +913,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
-
-
-def root_view_args(targets: list[str]) -> list[str]:
-    """bwrap args that show the host root read-only, with room for every mount target.
-
-    A target whose path does not exist on the host needs writable parents to create its
-    mount point in, so its nearest existing ancestors are rebuilt as directories whose
-    children are bound one by one; everything else is one read-only bind per entry.
-    """
-    rebuilt = {"/"}
-    for target in targets:
-        if _under_own_mount(target):
-            continue
-        real = posixpath.join(os.path.realpath(posixpath.dirname(target)), posixpath.basename(target))
-        if os.path.lexists(real):
-            continue
-        parent = posixpath.dirname(real)
-        while not os.path.isdir(parent):
-            parent = posixpath.dirname(parent)
-        while parent != "/":
-            rebuilt.add(parent)
-            parent = posixpath.dirname(parent)
-    args: list[str] = []
-    _replicate("/", rebuilt, args)
-    return args
-
-
-def _replicate(directory: str, rebuilt: set[str], args: list[str]) -> None:
-    with os.scandir(directory) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if directory == "/" and entry.name in _OWN_MOUNTS:
-                continue
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry.path), entry.path]
-            elif entry.path in rebuilt:
-                args += ["--dir", entry.path]
-                _replicate(entry.path, rebuilt, args)
-            elif entry.is_dir() or entry.is_file():
-                args += ["--ro-bind", entry.path, entry.path]
-
-
-def _under_own_mount(path: str) -> bool:
-    return path.lstrip("/").split("/")[0] in _OWN_MOUNTS
-
-
-def _outermost(paths: list[Path]) -> list[Path]:
-    """Drop paths inside another one of the list (one tmpfs over the outer hides both)."""
-    unique = sorted(set(paths), key=lambda p: len(p.parts))
-    kept: list[Path] = []
-    for path in unique:
-        if not any(path.is_relative_to(k) for k in kept):
-            kept.append(path)
-    return kept
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:

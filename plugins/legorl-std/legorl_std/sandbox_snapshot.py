@@ -114,10 +114,13 @@ def share_with_group(root: Path, gid: int) -> None:
 
 
 class Overlay:
-    """overlayfs of ``lower`` at ``trial/fs``; upper and work dirs on a tmpfs of ``size_mb``."""
+    """overlayfs of ``lower`` at ``trial/<prefix>fs``; upper and work dirs on a tmpfs of
+    ``size_mb`` at ``trial/<prefix>rw``."""
 
-    def __init__(self, lower: Path, trial_dir: Path, size_mb: int | None, owner: tuple[int, int] | None):
-        self.lower, self.merged, self.rw = lower, trial_dir / "fs", trial_dir / "rw"
+    def __init__(
+        self, lower: Path, trial_dir: Path, size_mb: int | None, owner: tuple[int, int] | None, prefix: str = ""
+    ):
+        self.lower, self.merged, self.rw = lower, trial_dir / f"{prefix}fs", trial_dir / f"{prefix}rw"
         self.size_mb, self.owner = size_mb, owner
         self._mounted: list[Path] = []
 
@@ -138,8 +141,13 @@ class Overlay:
         self.upper.mkdir()
         if self.owner:
             os.chown(self.upper, *self.owner)
-        options = f"lowerdir={self.lower},upperdir={self.upper},workdir={self.rw / 'work'}"
-        _mount("overlay", self.merged, "overlay", options)
+        layers = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in (self.lower, self.upper, self.rw / "work")]
+        try:  # named by descriptor: the mount's options (in every mountinfo) show no host path
+            lower, upper, work = (f"/proc/self/fd/{fd}" for fd in layers)
+            _mount("overlay", self.merged, "overlay", f"lowerdir={lower},upperdir={upper},workdir={work}")
+        finally:
+            for fd in layers:
+                os.close(fd)
         self._mounted.append(self.merged)
 
     def unmount(self) -> None:
@@ -171,15 +179,36 @@ class Overlay:
                         found.append(Change(inside, "added"))
                     elif not _same(lower, self.merged / rel):
                         found.append(Change(inside, "modified"))
+                elif _opaque(os.path.join(directory, name)):
+                    found += _replaced_entries(self.lower / rel, self.upper / rel, inside)
             dirs[:] = [d for d in dirs if not stat.S_ISCHR(os.lstat(os.path.join(directory, d)).st_mode)]
         return found
 
 
-class CopySnapshot:
-    """A full copy of ``lower`` at ``trial/fs`` (no mounts needed; cost grows with size)."""
+def _opaque(directory: str) -> bool:
+    """Whether an upper dir hides its lower one (the agent removed it and made it anew)."""
+    try:
+        return os.getxattr(directory, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
+    except OSError:
+        return False
 
-    def __init__(self, lower: Path, trial_dir: Path, owner: tuple[int, int] | None = None):
-        self.lower, self.merged, self.owner = lower, trial_dir / "fs", owner
+
+def _replaced_entries(lower: Path, upper: Path, inside: str) -> list[Change]:
+    """The entries of a lower dir that an opaque upper dir removed."""
+    if not lower.is_dir() or lower.is_symlink():
+        return []
+    return [
+        Change(f"{inside}/{name}", "deleted")
+        for name in sorted(os.listdir(lower))
+        if not os.path.lexists(upper / name)
+    ]
+
+
+class CopySnapshot:
+    """A full copy of ``lower`` at ``trial/<prefix>fs`` (no mounts needed; cost grows with size)."""
+
+    def __init__(self, lower: Path, trial_dir: Path, owner: tuple[int, int] | None = None, prefix: str = ""):
+        self.lower, self.merged, self.owner = lower, trial_dir / f"{prefix}fs", owner
 
     def mount(self) -> None:
         shutil.copytree(self.lower, self.merged, symlinks=True)
@@ -280,7 +309,11 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _text(path: Path) -> str | None:
+    """A file's text: '' if it is missing, None if it is binary or not a regular file (a FIFO
+    the agent left must not block the reader)."""
     with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
         data = path.read_bytes()
         if b"\0" in data[:8192]:
             return None
