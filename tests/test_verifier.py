@@ -112,7 +112,7 @@ def test_missing_test_script(backend, tmp_path):
     (task.path / "tests" / "test.sh").unlink()
     result = score(backend, task)
     assert (
-        result.termination == Termination.VERIFIER_ERROR and "no tests/test.sh" in result.details["reason"]
+        result.termination == Termination.TASK_ERROR and "no tests/test.sh" in result.details["reason"]
     )
 
 

@@ -1,14 +1,22 @@
-"""Verifier ``test-script``: Harbor semantics, binary reward.
+"""Verifier ``test-script``: Harbor semantics, binary reward, graded per test.
 
-Ends the sandbox's agent phase where the sandbox has one (``begin_verify``: agent processes
-killed, the agent's diff recorded, ``/logs/verifier`` fresh, ``/tests`` gone), uploads the
-task's pristine ``tests/`` to ``/tests``, runs ``bash /tests/test.sh`` in the workdir under
-the task's ``[verifier] timeout_sec`` with a clean environment (a fresh ``HOME``, no user
-site-packages, the task's ``[verifier] env``), then reads ``/logs/verifier/reward.txt`` (or
-``reward.json`` ``{"reward": x}``). The reward must be 0 or 1, and a 1 counts only when
-test.sh exited 0; anything else is a verifier error with reward 0. Processes still alive
-when test.sh ends (code under test racing the reward file) are killed and counted in
-``details["survivors"]`` for the ``process-reaper`` policy.
+Ends the sandbox's agent phase where the sandbox has one (:class:`~lego_rl.kinds.PristineVerify`:
+agent processes killed, the agent's diff recorded, verification moved to a fresh copy of the
+task's image with only the agent's crossing changes applied), uploads the task's pristine
+``tests/`` to ``/tests`` and the test reporter (:mod:`legorl_std.test_reporter`, as
+``$LEGORL_REPORT``), runs ``bash /tests/test.sh`` in the workdir under the task's ``[verifier]
+timeout_sec`` with a clean environment (a fresh ``HOME``, no user site-packages, the task's
+``[verifier] env``), then reads ``/logs/verifier/reward.txt`` (or, only when no
+``reward.txt`` exists, ``reward.json`` ``{"reward": x}``): a regular file, 0 or 1, and a 1 only
+when test.sh exited 0.
+
+A task that names its tests (``[metadata] required_tests``, see :mod:`legorl_std.test_report`)
+gets a 1 only when its runner reported each of them passed on the result stream, which the
+sandbox opens outside the tested code's reach where it can (:class:`~lego_rl.kinds.ResultStream`);
+exit status and reward file alone never reward it. A verdict the tests give on the agent's code
+(a timeout, no valid reward file, a report that disagrees) is the policy's; a task without a
+test script is a ``task_error``. Processes still alive when test.sh ends are killed and counted
+in ``details["survivors"]`` for the ``process-reaper`` policy.
 """
 
 from __future__ import annotations
@@ -22,30 +30,51 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import legorl_std.test_reporter as test_reporter
 from lego_rl import hookimpl
+from lego_rl.crossing import CrossingLimit
 from lego_rl.data import Termination
-from lego_rl.kinds import Sandbox, Task, VerifierResult
+from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, PristineVerify, ResultStream, Sandbox, Task, VerifierResult
 from lego_rl.registry import BuildContext
+from legorl_std import test_report
 
 TESTS_DIR = "/tests"
 REWARD_DIR = "/logs/verifier"
+REPORTER = "/opt/legorl-verifier/report.py"
+"""Where the test reporter lies in the verification copy (``$LEGORL_REPORT``)."""
+RESULTS_FILE = f"{REWARD_DIR}/.legorl-results.jsonl"
+"""The result stream of a sandbox without :class:`ResultStream` (weaker: a path inside)."""
 TAIL = 4000
 """Characters of stdout/stderr kept in the details."""
 CLEAN_ENV = {"HOME": "/tmp", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 """Over the sandbox's own clean env: nothing the agent left in its HOME is read."""
 SURVIVORS = "legorl-verifier-survivors:"
-_RUN = f"""rm -f {REWARD_DIR}/reward.txt {REWARD_DIR}/reward.json
-bash {TESTS_DIR}/test.sh
+REWARD_FILES_EVENT = "legorl_reward_files"
+_RUN = (
+    r"""rm -f REWARDS/reward.txt REWARDS/reward.json STREAM
+emit() { if [ -n "${FD_VAR:-}" ]; then printf '%s\n' "$1" >&"$FD_VAR";
+  else printf '%s\n' "$1" >> STREAM; fi; }
+bash TESTS/test.sh
 rc=$?
 left=0
 for p in /proc/[0-9]*; do
-  n=${{p#/proc/}}
+  n=${p#/proc/}
   [ "$n" = 1 ] || [ "$n" = $$ ] || left=$((left + 1))
 done
-[ "$left" = 0 ] || {{ kill -9 -1 2>/dev/null; echo "{SURVIVORS} $left" >&2; }}
+[ "$left" = 0 ] || { kill -9 -1 2>/dev/null; echo "SURVIVORS $left" >&2; }
+kind() { if [ -L "$1" ]; then echo symlink; elif [ -f "$1" ]; then echo file; elif [ -e "$1" ]; then echo other; else echo none; fi; }
+emit "{\"event\": \"EVENT\", \"reward.txt\": \"$(kind REWARDS/reward.txt)\", \"reward.json\": \"$(kind REWARDS/reward.json)\"}"
 exit $rc
 """
-"""test.sh, then count and kill what outlived it (in a sandbox with its own PID namespace)."""
+    .replace("REWARDS", REWARD_DIR)
+    .replace("STREAM", RESULTS_FILE)
+    .replace("FD_VAR", RESULTS_FD_ENV)
+    .replace("TESTS", TESTS_DIR)
+    .replace("SURVIVORS", SURVIVORS)
+    .replace("EVENT", REWARD_FILES_EVENT)
+)
+"""test.sh; then count and kill what outlived it (in a sandbox with its own PID namespace) and
+say, as the stream's last line, what the reward files are (nothing of the tests runs then)."""
 
 
 class ScriptVerifierOptions(BaseModel):
@@ -57,7 +86,8 @@ class ScriptVerifierOptions(BaseModel):
 
 
 class ScriptVerifier:
-    """Run the task's tests/test.sh; reward from /logs/verifier/reward.txt or reward.json."""
+    """Run the task's tests/test.sh; reward from /logs/verifier/reward.txt or reward.json,
+    and per test where the task names its tests."""
 
     def __init__(self, timeout_sec: float | None = None):
         self.timeout_sec = timeout_sec
@@ -65,48 +95,85 @@ class ScriptVerifier:
     def score(self, sandbox: Sandbox, task: Task) -> VerifierResult:
         tests = task.path / "tests"
         if not (tests / "test.sh").is_file():
-            return _error(f"task {task.name} has no tests/test.sh ({tests})", {})
+            return _failed(f"task {task.name} has no tests/test.sh ({tests})", {}, Termination.TASK_ERROR)
+        try:
+            need = test_report.requirement(task)
+        except ValueError as exc:
+            return _failed(str(exc), {}, Termination.TASK_ERROR)
         timeout = self.timeout_sec or task.verifier_timeout
-        begin = getattr(sandbox, "begin_verify", None)
-        details: dict[str, Any] = dict(begin()) if callable(begin) else {}
+        details: dict[str, Any] = {"pristine": False}
+        if isinstance(sandbox, PristineVerify):
+            try:
+                details |= sandbox.begin_verify(task)
+            except CrossingLimit as exc:
+                return _failed(str(exc), details, Termination.RESOURCE_LIMIT)
         sandbox.upload(tests, TESTS_DIR)
-        result = sandbox.exec(_RUN, timeout=timeout, env=_verifier_env(task), cwd=sandbox.workdir)
-        survivors = _survivors(result.stderr)
+        sandbox.upload(Path(test_reporter.__file__), REPORTER)
+        result, stream, details["result_stream"] = _run(sandbox, task, timeout)
+        report = test_report.parse(stream, REWARD_FILES_EVENT)
         details |= {
             "exit_code": result.exit_code,
             "stdout_tail": result.stdout[-TAIL:],
             "stderr_tail": result.stderr[-TAIL:],
             "seconds": round(result.seconds, 3),
             "timeout_sec": timeout,
-            "survivors": survivors,
+            "survivors": _survivors(result.stderr),
+            "test_report": test_report.summary(report),
         }
         if result.timed_out:
-            details["reason"] = f"tests/test.sh ran past its timeout of {timeout:g}s"
-            return VerifierResult(0.0, details, Termination.VERIFIER_TIMEOUT)
-        with tempfile.TemporaryDirectory(prefix="legorl-verifier-") as tmp:
-            local = Path(tmp) / "verifier"
-            with contextlib.suppress(FileNotFoundError):  # judged below as "no reward file"
-                sandbox.download(REWARD_DIR, local)
-            reward, source, problem = read_reward(local)
+            return _failed(f"tests/test.sh ran past its timeout of {timeout:g}s", details, Termination.VERIFIER_TIMEOUT)
+        reward, source, problem = self._reward_file(sandbox, report.verifier)
         details["reward_source"] = source
         if problem:
-            return _error(problem, details)
+            return _failed(problem, details)
         if reward == 1.0 and result.exit_code != 0:
-            return _error(
+            return _failed(
                 f"{REWARD_DIR}/{source} says 1 but tests/test.sh exited {result.exit_code} "
                 "(killed, or failed after writing the reward)",
                 details,
             )
+        if need is None:
+            details["grading"] = "reward file (the task names no tests)"
+            return VerifierResult(reward, details)
+        why = test_report.grade(report, need)
+        details["grading"] = why or "every required test passed"
+        if reward == 1.0 and why:
+            details["hacking_evidence"] = [f"the reward file says 1 but {why}"]
+            return _failed(f"{REWARD_DIR}/{source} says 1 but {why}", details)
         return VerifierResult(reward, details)
+
+    @staticmethod
+    def _reward_file(sandbox: Sandbox, kinds: dict[str, Any]) -> tuple[float, str, str]:
+        """(reward, source, problem) from the reward file the stream's last line describes."""
+        if not kinds:
+            return 0.0, "", "the verifier script did not finish (no description of the reward files)"
+        source = "reward.txt" if kinds.get("reward.txt") != "none" else "reward.json"
+        kind = kinds.get(source)
+        if kind == "none":
+            return 0.0, "", f"tests/test.sh wrote no {REWARD_DIR}/reward.txt or reward.json"
+        if kind != "file":
+            return 0.0, source, f"{REWARD_DIR}/{source} is not a regular file (a {kind})"
+        with tempfile.TemporaryDirectory(prefix="legorl-verifier-") as tmp:
+            local = Path(tmp) / "verifier"
+            local.mkdir()
+            with contextlib.suppress(FileNotFoundError):  # judged below as "no reward file"
+                sandbox.download(f"{REWARD_DIR}/{source}", local / source)
+            return read_reward(local)
 
 
 def read_reward(directory: Path) -> tuple[float, str, str]:
-    """(reward, source file, problem) from a downloaded /logs/verifier; problem '' when valid."""
+    """(reward, source file, problem) from a downloaded /logs/verifier; problem '' when valid.
+    Only regular files count, and ``reward.json`` only where there is no ``reward.txt``."""
     txt, js = directory / "reward.txt", directory / "reward.json"
-    if txt.is_file():
+    for path in (txt, js):
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return 0.0, path.name, f"{REWARD_DIR}/{path.name} is not a regular file"
+        if path.exists():
+            break
+    if txt.exists():
         raw: Any = txt.read_text(errors="replace").strip()
         source = "reward.txt"
-    elif js.is_file():
+    elif js.exists():
         source = "reward.json"
         try:
             data = json.loads(js.read_text(errors="replace"))
@@ -126,6 +193,21 @@ def read_reward(directory: Path) -> tuple[float, str, str]:
     return value, source, ""
 
 
+def _run(sandbox: Sandbox, task: Task, timeout: float) -> tuple[ExecResult, str, str]:
+    """test.sh with the reporter and a result stream: (execution, stream text, stream kind)."""
+    env = {**_verifier_env(task), "LEGORL_REPORT": REPORTER}
+    if isinstance(sandbox, ResultStream):
+        result, stream = sandbox.exec_reporting(_RUN, timeout=timeout, env=env, cwd=sandbox.workdir)
+        return result, stream, "descriptor"
+    result = sandbox.exec(_RUN, timeout=timeout, env={**env, "LEGORL_RESULTS_FILE": RESULTS_FILE}, cwd=sandbox.workdir)
+    with tempfile.TemporaryDirectory(prefix="legorl-verifier-") as tmp:
+        local = Path(tmp) / "results.jsonl"
+        with contextlib.suppress(Exception):  # noqa: BLE001 - no stream grades as no report
+            sandbox.download(RESULTS_FILE, local)
+        stream = local.read_text(errors="replace") if local.is_file() else ""
+    return result, stream, "file"
+
+
 def _verifier_env(task: Task) -> dict[str, str]:
     env = task.config.get("verifier", {}).get("env", {})
     declared = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
@@ -139,8 +221,10 @@ def _survivors(stderr: str) -> int:
     return 0
 
 
-def _error(reason: str, details: dict[str, Any]) -> VerifierResult:
-    return VerifierResult(0.0, {**details, "reason": reason}, Termination.VERIFIER_ERROR)
+def _failed(
+    reason: str, details: dict[str, Any], termination: Termination = Termination.VERIFIER_ERROR
+) -> VerifierResult:
+    return VerifierResult(0.0, {**details, "reason": reason}, termination)
 
 
 def build(options: ScriptVerifierOptions, ctx: BuildContext) -> ScriptVerifier:
