@@ -27,6 +27,7 @@ CATALOG: dict[tuple[str, str], str] = {
     ("anticheat", "test-guard"): "legorl-std",
     ("anticheat", "reward-guard"): "legorl-std",
     ("anticheat", "process-reaper"): "legorl-std",
+    ("anticheat", "reward-hacking"): "legorl-std",
     ("filter", "none"): "legorl-std",
     ("filter", "pass-rate"): "legorl-std",
     ("filter", "group-variance"): "legorl-std",

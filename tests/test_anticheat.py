@@ -69,7 +69,9 @@ def test_registered_with_forbidding_options():
     registry = Registry()
     registry.add_module(anticheat, name="anticheat-under-test")
     names = registry.names("anticheat")
-    assert set(names) == {"no-network", "git-history", "test-guard", "reward-guard", "process-reaper"}
+    assert set(names) == {
+        "no-network", "git-history", "test-guard", "reward-guard", "process-reaper", "reward-hacking",
+    }  # fmt: skip
     for name in names:
         policy = registry.build("anticheat", name, {})
         assert isinstance(policy, AntiCheat) and policy.name == name

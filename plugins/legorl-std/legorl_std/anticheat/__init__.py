@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from lego_rl import hookimpl
-from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
+from legorl_std.anticheat import (
+    git_history,
+    no_network,
+    process_reaper,
+    reward_guard,
+    reward_hacking,
+    test_guard,
+)
 
-POLICIES = (no_network, git_history, test_guard, reward_guard, process_reaper)
+POLICIES = (no_network, git_history, test_guard, reward_guard, process_reaper, reward_hacking)
 
 
 @hookimpl
