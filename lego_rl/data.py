@@ -18,7 +18,7 @@ Routing = list[list[int]]
 
 
 class Termination(StrEnum):
-    """Why a trial ended."""
+    """Why a trial ended (each one's meaning: :data:`TERMINATION_WHY`)."""
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"
@@ -27,20 +27,47 @@ class Termination(StrEnum):
     API_ERROR = "api_error"
     CONTEXT_OVERFLOW = "context_overflow"
     RESOURCE_LIMIT = "resource_limit"
-    """The trial's commands ran into a sandbox resource limit (memory, processes, disk, ...)."""
     SANDBOX_ERROR = "sandbox_error"
     VERIFIER_TIMEOUT = "verifier_timeout"
-    """The task's tests ran past their timeout on the agent's code."""
     VERIFIER_ERROR = "verifier_error"
-    """The tests ran on the agent's code but gave no valid verdict (no or a bad reward file or
-    report): what the code under test caused."""
     TASK_ERROR = "task_error"
-    """The task itself cannot be verified (no test script, a bad task table)."""
     CHEAT_BLOCKED = "cheat_blocked"
     INTERNAL_ERROR = "internal_error"
     CANCELLED = "cancelled"
-    """The engine stopped the trial (the run ended, or it became too stale to train): nobody's
-    fault; never trained, counted or retried."""
+
+
+TERMINATION_WHY: dict[Termination, str] = {
+    Termination.COMPLETED: "The agent ended on its own and the verifier gave its verdict: the "
+    "reward is that verdict.",
+    Termination.MAX_TURNS: "The agent used up its model calls (the run's max_calls, the "
+    "harness's turn limit): how the policy spent them.",
+    Termination.AGENT_TIMEOUT: "The agent phase ran past the task's [agent] timeout_sec: the "
+    "policy's actions took that long.",
+    Termination.HARNESS_CRASH: "The harness (the agent's CLI) crashed, was missing or ended "
+    "without a result: our integration of it failed.",
+    Termination.API_ERROR: "A model call through the proxy failed (inference backend or proxy) "
+    "and the harness gave up: our serving failed.",
+    Termination.CONTEXT_OVERFLOW: "The conversation outgrew the model's context window or a "
+    "reply its output limit: the policy's own length.",
+    Termination.RESOURCE_LIMIT: "The trial's commands ran into a sandbox resource limit "
+    "(memory, processes, disk, CPU, the crossing budget): what the agent's code did.",
+    Termination.SANDBOX_ERROR: "The sandbox failed to start, run a check or stop, or hung past "
+    "the watchdog outside the agent phase: our machinery.",
+    Termination.VERIFIER_TIMEOUT: "The task's tests ran past their timeout on the agent's code, "
+    "in a pristine copy where only its change differs.",
+    Termination.VERIFIER_ERROR: "The tests ran on the agent's code but gave no valid verdict (no "
+    "or a bad reward file or report): what that code caused.",
+    Termination.TASK_ERROR: "The task itself cannot be verified (no test script, a bad task "
+    "table): the task set is broken, not the policy.",
+    Termination.CHEAT_BLOCKED: "An anti-cheat policy found a violation in what the agent did or "
+    "left behind: reward 0.",
+    Termination.INTERNAL_ERROR: "A bug in the engine, or a verifier that raised instead of "
+    "giving a verdict: ours.",
+    Termination.CANCELLED: "The engine stopped the trial (the run ended, or it became too stale "
+    "to train): nobody's fault; never trained, counted or retried.",
+}
+"""One line per termination: what happened, and so whose it is (``docs/terminations.md`` and
+the run report are generated from it)."""
 
 
 class Attribution(StrEnum):
@@ -49,6 +76,17 @@ class Attribution(StrEnum):
     POLICY = "policy"
     INFRASTRUCTURE = "infrastructure"
     NONE = "none"
+
+
+ATTRIBUTION_EFFECT: dict[Attribution, str] = {
+    Attribution.POLICY: "trained on with the verifier's reward where it ran (0 where it did not "
+    "or the trial was blocked), never retried",
+    Attribution.INFRASTRUCTURE: "retried up to run.retries times, never trained on, not "
+    "counted in held-out success",
+    Attribution.NONE: "nobody's fault: a completed trial is trained on with its reward, a "
+    "cancelled one dropped",
+}
+"""What the engine does with a trial of each attribution."""
 
 
 POLICY_TERMINATIONS = frozenset(
@@ -76,6 +114,11 @@ def attribute(termination: Termination) -> Attribution:
     if termination in POLICY_TERMINATIONS:
         return Attribution.POLICY
     return Attribution.INFRASTRUCTURE
+
+
+def termination_rows() -> list[tuple[Termination, Attribution, str]]:
+    """Every termination, in order, with its attribution and why (``docs/terminations.md``)."""
+    return [(t, attribute(t), TERMINATION_WHY[t]) for t in Termination]
 
 
 class Sampling(BaseModel):
