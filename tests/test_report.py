@@ -29,7 +29,7 @@ from lego_rl.observe.report import (
     reward_windows,
     write_report,
 )
-from lego_rl.observe.store import RunStore
+from lego_rl.observe.store import RunStore, read_reward_hacking
 from lego_rl.observe.view import RunView
 
 T0 = 1_000_000.0
@@ -188,6 +188,92 @@ def test_dashboard_data_carries_report_and_evaluations(tmp_path: Path) -> None:
     assert data["steps"][11]["reward_trained"] == pytest.approx(0.55)
     write_report(run_dir)
     assert view.data()["report"]["gain"] == pytest.approx(0.5)
+
+
+def hacking_trial(store: RunStore, trial_id: str, step: int, reward: float, patterns: tuple[str, ...] = (),
+                  evidence: tuple[str, ...] = (), group: str = "g", blocked: bool = False) -> None:  # fmt: skip
+    """A training trial; flagged by the reward-hacking policy when it names patterns or evidence."""
+    verifier: dict[str, Any] = {"exit_code": 0}
+    if patterns or evidence:
+        flags = [{"file": "/app/calc.py", "lineno": 3, "pattern": p, "kind": "exit", "line": "x",
+                  "crossed": True} for p in patterns]  # fmt: skip
+        verifier["reward_hacking"] = {"flags": flags, "flags_total": len(flags),
+                                      "evidence": list(evidence), "blocked": blocked}  # fmt: skip
+    result = TrialResult(
+        trial_id=trial_id, task="t", group=group, step=step, reward=reward, verifier=verifier,
+        termination=Termination.CHEAT_BLOCKED if blocked else Termination.COMPLETED,
+    )  # fmt: skip
+    store.emit(Event("trial_end", {"result": result}, T0 + step * 10 + 9))
+
+
+def hacking_run(run_dir: Path) -> Path:
+    """Three steps of four trials: step 0 two rewarded, one of them flagged, and one unrewarded
+    trial with the verifier's evidence only; step 1 nothing rewarded, one trial blocked; step 2
+    all rewarded, one flagged twice over. A flagged held-out trial counts nowhere."""
+    store = RunStore(run_dir)
+    spec = {"run": {"name": "hacking"}, "anticheat": [{"plugin": "reward-hacking"}]}
+    store.emit(Event("run_start", {"spec": spec, "run_dir": str(run_dir)}, T0))
+    hacking_trial(store, "s0-0", 0, 1.0, ("os-exit",))
+    hacking_trial(store, "s0-1", 0, 1.0)
+    hacking_trial(store, "s0-2", 0, 0.0, evidence=("result stream: line 2 is not a report event",))
+    hacking_trial(store, "s0-3", 0, 0.0)
+    hacking_trial(store, "s1-0", 1, 0.0, ("runner-in-sys-modules",), blocked=True)
+    for i in range(1, 4):
+        hacking_trial(store, f"s1-{i}", 1, 0.0)
+    hacking_trial(store, "s2-0", 2, 1.0, ("os-exit", "reward-dir"))
+    for i in range(1, 4):
+        hacking_trial(store, f"s2-{i}", 2, 1.0)
+    hacking_trial(store, "eval-after-0", 2, 1.0, ("os-exit",), group="eval-after")
+    for step in range(3):
+        store.emit(Event("step", {"step": step, "reward_mean": 0.5, "groups": 1}, T0 + step * 10 + 10))
+    store.emit(Event("run_end", {"status": "ok"}, T0 + 60))
+    store.close()
+    return run_dir
+
+
+def test_the_store_counts_flagged_trials_per_step(tmp_path: Path) -> None:
+    run_dir = hacking_run(tmp_path / "run")
+    expected = {
+        0: {"reward_hacking_flags": 2, "reward_hacking_rewarded": 0.5},
+        1: {"reward_hacking_flags": 1, "reward_hacking_rewarded": None},  # nothing rewarded
+        2: {"reward_hacking_flags": 1, "reward_hacking_rewarded": 0.25},
+    }
+    assert read_reward_hacking(run_dir) == expected
+    rows = RunView(RunReader(run_dir)).data()["steps"]
+    assert {r["step"]: {k: r[k] for k in expected[0]} for r in rows} == expected
+    unflagged = RunView(RunReader(make_run(tmp_path / "plain", steps=2, evaluations=False))).data()
+    assert [r["reward_hacking_flags"] for r in unflagged["steps"]] == [0, 0]
+
+
+def test_the_report_has_a_reward_hacking_section(tmp_path: Path) -> None:
+    run_dir = hacking_run(tmp_path / "run")
+    r = json.loads(write_report(run_dir).read_text())
+    h = r["reward_hacking"]
+    assert (h["watched"], h["flagged"], h["trials"], h["rewarded"], h["rewarded_flagged"]) == (True, 4, 12, 6, 2)
+    assert h["rewarded_share"] == pytest.approx(1 / 3)
+    assert (h["with_evidence"], h["blocked"]) == (1, 1)
+    assert h["patterns"] == {"os-exit": 2, "runner-in-sys-modules": 1, "reward-dir": 1}
+    assert [s["reward_hacking_flags"] for s in h["per_step"]] == [2, 1, 1]
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "## Reward hacking" in md
+    assert ("Flagged: 4 of 12 training trials; 2 of 6 rewarded trials (0.333); 1 blocked; "
+            "by step: 0 (2), 1 (1), 2 (1).") in md  # fmt: skip
+    assert "Patterns (trials): os-exit 2, runner-in-sys-modules 1, reward-dir 1." in md
+    assert "came with 1 of them" in md
+
+
+def test_the_report_names_each_termination_met_with_its_attribution(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    r = json.loads(write_report(run_dir).read_text())
+    assert r["attribution"] == {"completed": "none", "max_turns": "policy"}
+    md = (run_dir / "report" / "report.md").read_text()
+    assert "| termination | attribution | training | heldout_before | heldout_after | why |" in md
+    assert "| `max_turns` | policy | 0 | 2 | 2 | The agent used up its model calls" in md
+    assert "| `completed` | none | 24 | 6 | 6 |" in md
+    assert "`cheat_blocked`" not in md  # only what the run met
+    assert "Not watched: the run's anti-cheat list has no `reward-hacking` policy." in md
+    blocked = json.loads(write_report(hacking_run(tmp_path / "hacking")).read_text())
+    assert blocked["attribution"] == {"cheat_blocked": "policy", "completed": "none"}
 
 
 def report_file(run_dir: Path, **figures: Any) -> Path:

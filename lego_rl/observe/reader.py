@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lego_rl.observe import store
 from lego_rl.observe.store import STORE_FILE
 
 
@@ -93,6 +94,12 @@ class RunReader:
     def trials(self) -> list[dict[str, Any]]:
         """Every finished trial (TrialResult JSON without the trajectory), with its end time."""
         return [{**d["result"], "time": t} for t, d in self.events("trial_end") if "result" in d]
+
+    def reward_hacking(self) -> dict[int, dict[str, Any]]:
+        """Per training step, trials the ``reward-hacking`` policy flagged (see
+        :func:`lego_rl.observe.store.reward_hacking`)."""
+        with connect(self.run_dir) as db:
+            return store.reward_hacking(db)
 
     def calls(self, session: str | None = None) -> list[dict[str, Any]]:
         """Per-call token counts and latency (of one session when given)."""

@@ -18,6 +18,12 @@ Time split per step: the step's wall time is ``step_seconds``; training is
 the trial-seconds its trials spent generating (model calls), in the harness and sandbox
 (agent phase minus its model calls, plus sandbox start/stop and anti-cheat) and verifying.
 ``per_trial`` keeps the unshared means per trial, and each phase's mean.
+
+Terminations are counted for training and each held-out evaluation, and ``attribution`` names
+whose each one met is (policy, infrastructure or none; the table in report.md is the one of
+``docs/terminations.md``, cut to what the run met). ``reward_hacking`` counts the training
+trials the ``reward-hacking`` anti-cheat policy flagged (``watched``: whether the spec ran it),
+how many of the rewarded ones, trials per pattern, and per step from the store.
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from lego_rl.data import Termination, attribute
 from lego_rl.observe.reader import RunReader, is_run_dir
+from lego_rl.observe.store import EVAL_GROUP_PREFIX
+from lego_rl.observe.terminations import table as termination_table
 
 REPORT_DIR = "report"
 WINDOW = 10
-EVAL_GROUP_PREFIX = "eval-"
+HACKING_POLICY = "reward-hacking"
 PARTS = ("generation_s", "harness_sandbox_s", "verifier_s")
 SPLIT = (*PARTS, "training_s")
 """The time split's parts, in the order they are shown."""
@@ -88,6 +97,10 @@ def build_report(run_dir: Path) -> dict[str, Any]:
     groups = sum(s.get("groups") or 0 for s in steps)
     split = time_split(steps, trials, reader.calls())
     ended = info["ended"] or max((x["time"] for x in steps + trials), default=None)
+    terminations = {
+        "training": dict(Counter(str(t.get("termination")) for t in trials)),
+        **{f"heldout_{label}": e.get("terminations", {}) for label, e in evaluations.items()},
+    }
     return {
         "run_dir": str(run_dir),
         "name": info["name"],
@@ -122,13 +135,49 @@ def build_report(run_dir: Path) -> dict[str, Any]:
             label: {k: e.get(k) for k in HELDOUT_FIELDS} for label, e in evaluations.items()
         },
         "behaviour": {label: e.get("behaviour") for label, e in evaluations.items()},
-        "terminations": {
-            "training": dict(Counter(str(t.get("termination")) for t in trials)),
-            **{f"heldout_{label}": e.get("terminations", {}) for label, e in evaluations.items()},
-        },
+        "terminations": terminations,
+        "attribution": attributions(terminations),
+        "reward_hacking": reward_hacking(trials, reader.reward_hacking(), _watched(info["spec"])),
         "consistency": consistency(steps),
         "time_split": split,
     }
+
+
+def attributions(terminations: dict[str, dict[str, int]]) -> dict[str, str]:
+    """The attribution of every termination the run met ('?' for one this version lacks)."""
+    seen = sorted({name for counts in terminations.values() for name in counts})
+    return {n: attribute(Termination(n)).value if n in Termination else "?" for n in seen}
+
+
+def reward_hacking(
+    trials: list[dict[str, Any]], per_step: dict[int, dict[str, Any]], watched: bool
+) -> dict[str, Any]:
+    """Training trials the ``reward-hacking`` policy flagged: how many, how many of the rewarded
+    ones, which patterns (trials per pattern), where the verifier saw forgery, and per step
+    (the store's counts)."""
+    records = [(t, (t.get("verifier") or {}).get("reward_hacking")) for t in trials]
+    flagged = [(t, r) for t, r in records if r]
+    rewarded = sum(1 for t in trials if (_number(t.get("reward")) or 0.0) > 0)
+    rewarded_flagged = sum(1 for t, _ in flagged if (_number(t.get("reward")) or 0.0) > 0)
+    patterns = Counter(p for _, r in flagged for p in {f["pattern"] for f in r.get("flags") or []})
+    return {
+        "watched": watched,
+        "flagged": len(flagged),
+        "trials": len(trials),
+        "rewarded": rewarded,
+        "rewarded_flagged": rewarded_flagged,
+        "rewarded_share": rewarded_flagged / rewarded if rewarded else None,
+        "with_evidence": sum(1 for _, r in flagged if r.get("evidence")),
+        "blocked": sum(1 for _, r in flagged if r.get("blocked")),
+        "patterns": dict(patterns.most_common()),
+        "per_step": [{"step": n, **row} for n, row in sorted(per_step.items())],
+    }
+
+
+def _watched(spec: dict[str, Any]) -> bool:
+    """Whether the run's spec lists the reward-hacking policy."""
+    blocks = spec.get("anticheat") or []
+    return any(isinstance(b, dict) and b.get("plugin") == HACKING_POLICY for b in blocks)
 
 
 def drawn_rewards(steps: list[dict[str, Any]], trials: list[dict[str, Any]]) -> list[float | None]:
@@ -273,7 +322,38 @@ def markdown(report: dict[str, Any]) -> str:
         if c
     ]
     lines += ["", "Terminations: " + ("; ".join(counts) or "none") + "."]
+    if r.get("attribution"):
+        lines += ["", *termination_table(r["attribution"], r["terminations"])]
+    lines += ["", *hacking_lines(r.get("reward_hacking"))]
     return "\n".join(lines) + "\n"
+
+
+def hacking_lines(h: dict[str, Any] | None) -> list[str]:
+    """The report's reward-hacking section."""
+    if h is None:
+        return []
+    lines = ["## Reward hacking", ""]
+    if not h["watched"] and not h["flagged"]:
+        return lines + [f"Not watched: the run's anti-cheat list has no `{HACKING_POLICY}` policy."]
+    flagged = [s for s in h["per_step"] if s["reward_hacking_flags"]]
+    steps = ", ".join(f"{s['step']} ({s['reward_hacking_flags']})" for s in flagged)
+    lines.append(
+        f"Flagged: {h['flagged']} of {h['trials']} training trials; {h['rewarded_flagged']} of "
+        f"{h['rewarded']} rewarded trials ({fmt(h['rewarded_share'])})"
+        + (f"; {h['blocked']} blocked" if h["blocked"] else "")
+        + (f"; by step: {steps}" if steps else "")
+        + "."
+    )
+    if h["patterns"]:
+        patterns = ", ".join(f"{k} {v}" for k, v in h["patterns"].items())
+        lines += ["", f"Patterns (trials): {patterns}."]
+    if h["with_evidence"]:
+        lines += [""]
+        lines.append(
+            f"The verifier's evidence (forged report lines, a reward file the report contradicts, "
+            f"surviving processes) came with {h['with_evidence']} of them."
+        )
+    return lines
 
 
 def _baseline_line(baseline: float | None) -> list[str]:

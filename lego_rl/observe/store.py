@@ -18,6 +18,8 @@ from lego_rl.data import CallRecord, TrialResult
 from lego_rl.kinds import Event
 
 STORE_FILE = "store.sqlite"
+EVAL_GROUP_PREFIX = "eval-"
+"""Groups of held-out evaluation trials (never part of a training step)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -188,6 +190,39 @@ def read_trials(run_dir: Path, min_step: int | None = None) -> list[dict[str, An
     try:
         rows = db.execute(f"SELECT result FROM trials {where} ORDER BY rowid", args)
         return [json.loads(r) for (r,) in rows]
+    finally:
+        db.close()
+
+
+REWARD_HACKING_SQL = f"""
+SELECT step,
+       SUM(json_type(result, '$.verifier.reward_hacking') IS NOT NULL),
+       SUM(reward > 0),
+       SUM(reward > 0 AND json_type(result, '$.verifier.reward_hacking') IS NOT NULL)
+FROM trials WHERE substr(COALESCE(grp, ''), 1, {len(EVAL_GROUP_PREFIX)}) != '{EVAL_GROUP_PREFIX}'
+GROUP BY step ORDER BY step
+"""
+"""Per training step: trials flagged by the ``reward-hacking`` anti-cheat policy (those whose
+verifier details hold a ``reward_hacking`` record), rewarded trials, and rewarded flagged ones."""
+
+
+def reward_hacking(db: sqlite3.Connection) -> dict[int, dict[str, Any]]:
+    """Per step: ``reward_hacking_flags`` (flagged trials) and ``reward_hacking_rewarded`` (the
+    share of the step's rewarded trials that were flagged; None when none was rewarded)."""
+    return {
+        int(step or 0): {
+            "reward_hacking_flags": int(flagged or 0),
+            "reward_hacking_rewarded": (rewarded_flagged or 0) / rewarded if rewarded else None,
+        }
+        for step, flagged, rewarded, rewarded_flagged in db.execute(REWARD_HACKING_SQL)
+    }
+
+
+def read_reward_hacking(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """:func:`reward_hacking` of a run's store (for reports and tests)."""
+    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    try:
+        return reward_hacking(db)
     finally:
         db.close()
 

@@ -42,6 +42,10 @@ TRIAL_FIELDS = (
 )
 
 
+NO_HACKING = {"reward_hacking_flags": 0, "reward_hacking_rewarded": None}
+"""A step none of whose trials the store holds yet."""
+
+
 def metric_keys(steps: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
     numeric = sorted(
         {
@@ -96,8 +100,10 @@ class RunView:
             if not is_evaluation(t):  # held-out trials belong to no training step
                 by_step[int(t.get("step", 0))].append(t)
         metrics = {int(s.get("step", 0)): s for s in steps}
+        hacking = reader.reward_hacking()
         rows = [
             self._row(n, metrics.get(n, {}), by_step.get(n, []), sampled[n], behaviour)
+            | hacking.get(n, NO_HACKING)
             for n in sorted(set(metrics) | set(by_step))
         ]
         for row, mean10 in zip(rows, moving_mean([r["reward_mean"] for r in rows])):
