@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lego_rl.data import TrialResult
 from lego_rl.kinds import Event
 from lego_rl.observe.export import export_html
 from lego_rl.observe.report import write_report
@@ -77,6 +78,8 @@ def check_views(page: Any) -> None:
     assert count(page, "svg[data-chart=logp_diff_abs] circle") == steps
     assert count(page, "svg[data-chart=trials_per_min] circle") == steps
     assert count(page, "svg[data-chart=edit_share] circle") == steps
+    assert count(page, "svg[data-chart=reward_hacking_flags] circle") == steps  # none flagged: 0s
+    assert count(page, "svg[data-chart=reward_hacking_rewarded] circle") == 0  # none rewarded
     assert count(page, "svg[data-chart=trials] circle") == trials
     # the trial browser: filter, then open the trial whose trajectory is stored
     trial_id = min(p.stem for p in (RUN / "trajectories").glob("*.json"))
@@ -125,6 +128,39 @@ def test_report_and_held_out_evaluations_show(page: Any, tmp_path: Path) -> None
         assert "generation" in page.inner_text("[data-fact=split]")
         assert count(page, "svg[data-chart=reward] g[data-series=held-out] circle") == 2
         assert count(page, "svg[data-chart=reward] g[data-series=mean10] circle") == 3
+    finally:
+        server.stop()
+
+
+def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path: Path) -> None:
+    run = tmp_path / "quickstart-run"
+    shutil.copytree(RUN, run)
+    store = RunStore(run)
+    flags = [
+        {"file": "/app/calc.py", "lineno": 3, "pattern": "runner-in-sys-modules", "kind": "runner",
+         "line": 'if "pytest" in sys.modules:', "crossed": True},
+        {"file": "/app/conftest.py", "lineno": 1, "pattern": "pytest-internals", "kind": "runner",
+         "line": "import _pytest", "crossed": False},
+    ]  # fmt: skip
+    record = {"flags": flags, "flags_total": 2, "evidence": ["result stream: line 4 is forged"], "blocked": False}
+    result = TrialResult(trial_id="s0001-09-hacked-0", task="hacked", group="s0001-09-hacked", step=1,
+                         reward=1.0, verifier={"reward_hacking": record})  # fmt: skip
+    store.emit(Event("trial_end", {"result": result}, 0.0))
+    store.close()
+    server = DashboardServer([run], port=0)
+    try:
+        page.goto(server.start())
+        page.wait_for_selector("body[data-ready='1']")
+        points = page.locator("svg[data-chart=reward_hacking_flags] circle title").all_text_contents()
+        assert points == [f"reward_hacking_flags: step {n}: {int(n == 1)}" for n in range(3)]
+        shares = page.locator("svg[data-chart=reward_hacking_rewarded] circle title").all_text_contents()
+        assert shares == ["reward_hacking_rewarded: step 1: 1"]  # the only rewarded trial
+        page.click(".trial-list button[data-trial='s0001-09-hacked-0']")
+        page.wait_for_selector("#trial h3[data-trial='s0001-09-hacked-0']")
+        items = page.locator("#trial-hacking li").all_inner_texts()
+        assert len(items) == 3 and "/app/calc.py:3 runner-in-sys-modules" in items[0]
+        assert "(did not cross)" in items[1] and "line 4 is forged" in items[2]
+        assert count(page, ".trial-list button.flagged") == 1
     finally:
         server.stop()
 

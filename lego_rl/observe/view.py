@@ -116,7 +116,11 @@ class RunView:
             "evaluations": [{**e, "time": t} for t, e in reader.events("evaluation")],
             "report": self._report(),
             "trials": [
-                {**{k: t.get(k) for k in TRIAL_FIELDS}, "behaviour": behaviour.get(t["trial_id"])}
+                {
+                    **{k: t.get(k) for k in TRIAL_FIELDS},
+                    "behaviour": behaviour.get(t["trial_id"]),
+                    "reward_hacking": bool((t.get("verifier") or {}).get("reward_hacking")),
+                }
                 for t in trials
             ],
         }

@@ -152,6 +152,27 @@
     }
   }
 
+  function drawHacking() {
+    drawGroup("hacking", "hacking", {
+      reward_hacking_flags: "trials flagged by reward-hacking (count)",
+      reward_hacking_rewarded: "flagged share of the rewarded trials",
+    }, {
+      reward_hacking_flags: ["reward_hacking_flags"], reward_hacking_rewarded: ["reward_hacking_rewarded"],
+      empty: "no rewarded trial yet",
+      opts: { reward_hacking_flags: { yMin: 0 }, reward_hacking_rewarded: { yMin: 0, yMax: 1 } },
+    });
+  }
+
+  // A trial's reward-hacking record: flags (file:line, pattern, kind) and the verifier's evidence.
+  function hackingItems(record) {
+    if (!record) return "";
+    const flags = (record.flags || []).map((f) => `<li><span class="kind hack">${escapeHtml(f.kind)}</span>${escapeHtml(`${f.file}:${f.lineno} ${f.pattern}${f.crossed === false ? " (did not cross)" : ""}: ${f.line}`)}</li>`);
+    const more = record.flags_total > (record.flags || []).length ? [`<li>… ${record.flags_total - record.flags.length} more</li>`] : [];
+    const evidence = (record.evidence || []).map((e) => `<li><span class="kind other">evidence</span>${escapeHtml(e)}</li>`);
+    const head = record.blocked ? "Reward hacking (blocked)" : "Reward hacking (flagged; reward unchanged)";
+    return `<h3>${head}</h3><ul class="tools" id="trial-hacking">${[...flags, ...more, ...evidence].join("")}</ul>`;
+  }
+
   function drawConsistency() {
     drawGroup("consistency", "consistency", {
       prob_pearson: "probability Pearson (train vs inference)", k3: "k3 KL estimate",
@@ -224,8 +245,9 @@
     for (const t of trials.slice(-300)) {
       const btn = document.createElement("button");
       btn.dataset.trial = t.trial_id;
-      btn.title = `${t.task}: ${t.termination}, reward ${t.reward}`;
-      btn.innerHTML = `<i style="background:${reasonColor(t.termination)}"></i>${escapeHtml(t.trial_id)}`;
+      btn.title = `${t.task}: ${t.termination}, reward ${t.reward}${t.reward_hacking ? ", flagged by reward-hacking" : ""}`;
+      btn.innerHTML = `<i style="background:${reasonColor(t.termination)}"></i>${escapeHtml(t.trial_id)}${t.reward_hacking ? " ⚑" : ""}`;
+      if (t.reward_hacking) btn.classList.add("flagged");
       if (t.trial_id === state.openTrial) btn.classList.add("open");
       btn.addEventListener("click", () => openTrial(t.trial_id));
       list.appendChild(btn);
@@ -252,6 +274,7 @@
         <figure><figcaption>tokens per call (prompt, completion); red: prompt did not extend the previous call</figcaption><div id="trial-calls"></div></figure>
         <figure class="wide"><figcaption>segments (width = tokens; red edge = rewrite, a new segment)</figcaption><div id="trial-segments"></div></figure>
       </div>
+      ${hackingItems((r.verifier || {}).reward_hacking)}
       <h3>Tool calls</h3><ul class="tools" id="trial-tools"></ul>
       <h3>Harness transcript</h3><pre id="trial-transcript"></pre>
       <h3>Verifier</h3><pre id="trial-verifier"></pre>`;
@@ -301,6 +324,7 @@
     drawReward();
     drawStacked("chart-terminations", "terminations", "terminations", reasonColor);
     drawStacked("chart-attribution", "attribution", "attribution", (n) => ATTRIBUTION_COLORS[n] || "#95a0b4");
+    drawHacking();
     drawConsistency();
     drawThroughput();
     drawBehaviour();
