@@ -10,8 +10,10 @@ setup:
 quickstart: setup
 	$(VENV)/bin/legorl apply specs/quickstart.yaml
 
+# --dist loadgroup: the tests of one xdist_group (those sharing an expensive module fixture: a
+# model, a tokenizer, a real run) go to one worker, which builds the fixture once.
 test: setup
-	$(VENV)/bin/python -m pytest -n auto $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 schema: setup
 	$(VENV)/bin/legorl schema
