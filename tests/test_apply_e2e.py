@@ -11,6 +11,10 @@ import pytest
 from lego_rl.data import Trajectory
 from lego_rl.observe.store import STORE_FILE, read_steps, read_trials
 
+# The module's real run has a limit of its own (900 s): the test's is above it (the
+# default per-test timeout is 600 s).
+pytestmark = pytest.mark.timeout(1200)
+
 ROOT = Path(__file__).resolve().parents[1]
 LEGORL = [str(Path(sys.executable).parent / "legorl")]
 

@@ -30,6 +30,10 @@ from lego_rl.observe.store import STORE_FILE, read_steps, read_trials
 
 torch = pytest.importorskip("torch")
 
+# The module's real run has a limit of its own (1200 s): the test's is above it (the
+# default per-test timeout is 600 s).
+pytestmark = pytest.mark.timeout(1800)
+
 ROOT = Path(__file__).resolve().parents[1]
 LEGORL = str(Path(sys.executable).parent / "legorl")
 SHORT = [
