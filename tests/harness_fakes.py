@@ -124,21 +124,20 @@ def streamed(
     return answer
 
 
-def run_trial(tmp_path: Path, harness: Harness, answer: Answer, **endpoint: Any) -> tuple[HarnessResult, FakeServer, str, float]:
+def run_trial(tmp_path: Path, harness: Harness, answer: Answer, **endpoint: Any) -> tuple[HarnessResult, FakeServer, str]:
     """Run the real harness in the real local sandbox on the conformance task fix-add against a
-    FakeServer; return its result, the server, calc.py afterwards and the seconds it took."""
+    FakeServer; return its result, the server and calc.py afterwards."""
     server = FakeServer(answer)
     task = load_task(conformance_tasks_dir() / "fix-add")
     sandbox = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext()).start(task, "t1")
     url = sandbox.endpoint_url(server.url)
-    started = time.monotonic()
     try:
         result = harness.run(sandbox, task, Endpoint(base_url=url, api_key="sk-session", model="policy", **endpoint), timeout=120)
         calc = sandbox.host_path("/app/calc.py").read_text()
     finally:
         sandbox.stop()
         server.close()
-    return result, server, calc, time.monotonic() - started
+    return result, server, calc
 
 
 FIX = "sed -i 's/a - b/a + b/' calc.py"
@@ -157,11 +156,11 @@ def assert_fixed(result: HarnessResult, server: FakeServer, calc: str, path: str
     return first
 
 
-def assert_failed_fast(result: HarnessResult, server: FakeServer, seconds: float) -> None:
-    """A model API error ended the run as API_ERROR after one call, without retries."""
+def assert_failed_fast(result: HarnessResult, server: FakeServer) -> None:
+    """A model API error ended the run as API_ERROR after one call, without retries (a harness
+    that waited instead would end as a timeout: how long it took is not checked)."""
     assert result.termination == Termination.API_ERROR, result.reason
     assert len(server.requests) == 1, "no retries: a broken proxy must fail the trial at once"
-    assert seconds < 60
 
 
 class NullSandbox:

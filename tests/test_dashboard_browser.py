@@ -55,6 +55,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(0)  # waits as long as the page takes; bound: the test timeout
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page
@@ -67,7 +68,7 @@ def count(page: Any, selector: str) -> int:
 
 
 def check_views(page: Any) -> None:
-    page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    page.wait_for_selector("body[data-ready='1']")
     assert not page.is_visible("#report-section")  # no report, no evaluation yet
     steps, trials = 3, 12
     assert count(page, "svg[data-chart=reward] g[data-series=mean] circle") == steps
@@ -121,7 +122,7 @@ def test_report_and_held_out_evaluations_show(page: Any, tmp_path: Path) -> None
     server = DashboardServer([run], port=0)
     try:
         page.goto(server.start())
-        page.wait_for_selector("body[data-ready='1']", timeout=15000)
+        page.wait_for_selector("body[data-ready='1']")
         assert page.is_visible("#report-section")
         assert "0.25 → 0.625" in page.inner_text("[data-fact=heldout]")
         assert "0 → 0" in page.inner_text("[data-fact=gain]")  # the report's windows

@@ -144,7 +144,7 @@ def bash_call(n: int, command: str) -> tuple[int, dict[str, Any]]:
     }
 
 
-def trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[HarnessResult, FakeServer, str, float]:
+def trial(tmp_path: Path, reply: Reply, **options: Any) -> tuple[HarnessResult, FakeServer, str]:
     """One run against a scripted OpenAI chat-completions server (JSON, not streamed)."""
     return run_trial(tmp_path, MiniSweAgent(MiniSweAgentOptions(**options)), reply)
 
@@ -154,7 +154,7 @@ def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
     def reply(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return bash_call(n, FIX if n == 1 else "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 
-    result, server, calc, _ = trial(tmp_path, reply)
+    result, server, calc = trial(tmp_path, reply)
 
     first = assert_fixed(result, server, calc, "/s/trial-1/v1/chat/completions")
     assert first["auth"] == "Bearer sk-session"
@@ -169,7 +169,7 @@ def test_fixes_the_file_and_submits(tmp_path: Path) -> None:
 
 @end_to_end()
 def test_step_limit_ends_as_max_turns(tmp_path: Path) -> None:
-    result, server, _, _ = trial(tmp_path, lambda n, body: bash_call(n, "ls"), max_turns=2)
+    result, server, _ = trial(tmp_path, lambda n, body: bash_call(n, "ls"), max_turns=2)
 
     assert result.termination == Termination.MAX_TURNS, result.reason
     assert len(server.requests) == 2
@@ -181,9 +181,9 @@ def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
     def reply(n: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return 500, {"error": {"message": "inference backend is down", "type": "server_error"}}
 
-    result, server, _, seconds = trial(tmp_path, reply)
+    result, server, _ = trial(tmp_path, reply)
 
-    assert_failed_fast(result, server, seconds)
+    assert_failed_fast(result, server)
     assert "inference backend is down" in result.reason
 
 

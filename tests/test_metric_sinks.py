@@ -101,11 +101,10 @@ def test_wandb_offline_run_holds_the_metrics(tmp_path, monkeypatch):
     run_events(observer, tmp_path)
 
     [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
-    deadline = time.monotonic() + 20  # wandb-core, a separate process, may still be flushing
-    while True:
+    while True:  # wandb-core, a separate process, may still be flushing (bound: the test timeout)
         records = wandb_records(run_file)
         history = wandb_history(records)
-        if len(history) == 3 or time.monotonic() > deadline:
+        if len(history) >= 3:
             break
         time.sleep(0.2)
     assert history == {step: expected(step) for step in range(3)}
