@@ -69,7 +69,8 @@ SHADOWED = frozenset(sys.stdlib_module_names) | TEST_TOOLING
 
 
 class CrossingLimit(Exception):
-    """The agent changed more files or bytes than may cross (the policy's doing)."""
+    """The agent's change cannot cross: more files or bytes than the budget, or files the
+    verification copy cannot hold (the policy's doing)."""
 
 
 @dataclass(frozen=True)

@@ -343,6 +343,11 @@ class PristineVerify(Protocol):
     """A sandbox whose verification runs in a fresh copy of the task's starting state, with
     only the agent's crossing changes applied (:mod:`lego_rl.crossing`)."""
 
+    def begin_agent(self) -> None:
+        """Seal the starting state as it is now (the trial runner calls this after the
+        before-agent checks): the agent's change is counted from it, verification starts from it."""
+        ...
+
     def begin_verify(self, task: Task) -> dict[str, Any]:
         """End the agent phase and switch to the verification copy; what to record of it
         (``crossing``: what crossed and what was dropped). Raises

@@ -21,6 +21,7 @@ from legorl_std.harbor_tasks import load_task
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.data import Termination
+from lego_rl.engine.trial import provide_harness_files
 from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import Spec
@@ -131,6 +132,7 @@ def run_trial(tmp_path: Path, harness: Harness, answer: Answer, **endpoint: Any)
     task = load_task(conformance_tasks_dir() / "fix-add")
     sandbox = LocalSandboxBackend(LocalSandboxOptions(root=str(tmp_path / "trials")), BuildContext()).start(task, "t1")
     url = sandbox.endpoint_url(server.url)
+    provide_harness_files(sandbox, harness)
     try:
         result = harness.run(sandbox, task, Endpoint(base_url=url, api_key="sk-session", model="policy", **endpoint), timeout=120)
         calc = sandbox.host_path("/app/calc.py").read_text()

@@ -187,6 +187,23 @@ def test_only_the_crossing_changes_reach_verification(backend, task) -> None:
     assert result.details["crossing"]["crossed_paths"] == ["M /app/calc.py", "D /app/notes.md"]
 
 
+def test_verification_starts_from_the_sealed_starting_state(backend, task) -> None:
+    """What the before-agent checks removed (a leftover, a rewritten history) stays removed for
+    the tested code, and the agent's change is counted from that state."""
+    box = backend.start(task, "sealed")
+    try:
+        assert box.exec("rm notes.md && echo leftover > /app/old.md", timeout=30).exit_code == 0  # the checks
+        box.begin_agent()
+        assert box.exec(f"{FIX}; rm old.md", timeout=30).exit_code == 0  # the agent
+        assert [c.path for c in box.changes()] == ["/app/calc.py", "/app/old.md"]
+        details = box.begin_verify(task)
+        present = box.exec("ls -A /app", timeout=30).stdout.split()
+    finally:
+        box.stop()
+    assert present == ["calc.py"], "notes.md stays removed, old.md's removal crossed"
+    assert details["crossing"]["crossed_paths"] == ["M /app/calc.py", "D /app/old.md"]
+
+
 def test_an_agent_that_changes_too_much_ends_as_a_resource_limit(backend, tmp_path) -> None:
     task = make_task(tmp_path)
     task.config["metadata"]["crossing"] = {"max_files": 50}

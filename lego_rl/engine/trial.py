@@ -30,6 +30,7 @@ from lego_rl.kinds import (
     Harness,
     HarnessFiles,
     HarnessResult,
+    PristineVerify,
     ProvidesFiles,
     Sandbox,
     SandboxBackend,
@@ -150,6 +151,8 @@ class TrialRunner:
         s = self.setup
         with self._phase(result, "anticheat_before_agent"):
             self._check(result, phase_violations(s.anticheat, "before_agent", sandbox, task))
+            if isinstance(sandbox, PristineVerify):
+                sandbox.begin_agent()
         endpoint = Endpoint(
             base_url=sandbox.endpoint_url(session.base_url(s.proxy.url)),
             api_key=session.api_key,
@@ -263,7 +266,10 @@ def _resource_limits(result: TrialResult, sandbox: Sandbox) -> None:
         return
     result.harness["resources_exhausted"] = events
     for event in events:
-        if result.termination in _REPLACED_BY_LIMIT.get(event["phase"], ()):
+        failed_tests = event["phase"] == "verify" and result.reward == 0.0  # the limit is why they failed
+        if result.termination in _REPLACED_BY_LIMIT.get(event["phase"], ()) or (
+            failed_tests and result.termination == Termination.COMPLETED
+        ):
             reason = f"{event['limit']} ({event['phase']} phase: {event['detail']})"
             _end(result, Termination.RESOURCE_LIMIT, reason)
             return

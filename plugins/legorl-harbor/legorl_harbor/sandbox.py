@@ -137,6 +137,9 @@ class LocalHarborSandbox(HarborSandbox):
 
     environment: BwrapEnvironment
 
+    def begin_agent(self) -> None:
+        self.environment.sandbox.begin_agent()
+
     def begin_verify(self, task: Task) -> dict[str, Any]:
         return self.environment.sandbox.begin_verify(task)
 

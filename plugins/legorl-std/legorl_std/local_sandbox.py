@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import legorl_std.netforward as netforward
 from lego_rl import hookimpl
-from lego_rl.crossing import CrossingPolicy
+from lego_rl.crossing import CrossingLimit, CrossingPolicy
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
 from legorl_std.dockerfile import Image
@@ -91,6 +91,7 @@ from legorl_std.sandbox_snapshot import (
     CopySnapshot,
     ImageCache,
     Overlay,
+    Sealed,
     Snapshot,
     unified_diff,
     unmount_stale,
@@ -280,7 +281,10 @@ class LocalSandboxBackend:
         user = held[:2] if held else None
         fds = [live, *([held[2]] if held else [])]
         snapshot = self._snapshot(lower, trial_dir, user, task)
-        fresh = lambda: self._snapshot(lower, trial_dir, user, task, prefix="verify-")  # noqa: E731
+
+        def fresh(prefix: str, base: Sealed | None) -> Snapshot:
+            return self._snapshot(lower, trial_dir, user, task, prefix, base)
+
         cgroup: TrialCgroup | None = None
         try:
             if self._as_root:
@@ -347,20 +351,26 @@ class LocalSandboxBackend:
             return self._shown
 
     def _snapshot(
-        self, lower: Path, trial_dir: Path, user: tuple[int, int] | None, task: Task, prefix: str = ""
+        self,
+        lower: Path,
+        trial_dir: Path,
+        user: tuple[int, int] | None,
+        task: Task,
+        prefix: str = "",
+        base: Sealed | None = None,
     ) -> Snapshot:
         mode = self.options.snapshot
         if mode == "auto":
             mode = "overlay" if self._as_root else "copy"
         if mode == "copy":
-            return CopySnapshot(lower, trial_dir, user, prefix)
+            return CopySnapshot(lower, trial_dir, user, prefix, base)
         if not self._as_root:
             raise SandboxError("sandbox.options.snapshot=overlay needs root (mounts); use auto or copy")
         environment = task.config.get("environment", {})
         storage = self.options.storage_mb or (
             environment.get("storage_mb") if isinstance(environment, dict) else None
         )
-        return Overlay(lower, trial_dir, int(storage or 2048), user, prefix)
+        return Overlay(lower, trial_dir, int(storage or 2048), user, prefix, base)
 
 
 class LocalSandbox:
@@ -382,7 +392,7 @@ class LocalSandbox:
         cgroup: TrialCgroup | None = None,
         resources: dict[str, float] | None = None,
         slot: int = 0,
-        fresh: Callable[[], Snapshot] | None = None,
+        fresh: Callable[[str, Sealed | None], Snapshot] | None = None,
     ):
         self.workdir = image.workdir
         self.trial_dir = trial_dir
@@ -390,13 +400,14 @@ class LocalSandbox:
         self.image = image
         self.user = user
         self.phase: Literal["agent", "verify"] = "agent"
-        self._snapshot, self._lower = snapshot, lower
+        self._snapshot = snapshot
         self._bwrap = bwrap
         self._options = options
         self._view = view
         self._provided: list[Path] = []
-        self._fresh = fresh or (lambda: CopySnapshot(lower, trial_dir, user, "verify-"))
+        self._fresh = fresh or (lambda prefix, base: CopySnapshot(lower, trial_dir, user, prefix, base))
         self._snapshots = [snapshot]
+        self._start: Sealed | None = None
         self._env = {"PATH": DEFAULT_PATH, "HOME": HOME, "LANG": "C.UTF-8", **image.env}
         if user:
             self._env |= {"USER": "agent", "LOGNAME": "agent"}
@@ -604,7 +615,20 @@ class LocalSandbox:
     def diff(self, changes: list[Change] | None = None) -> str:
         """Unified diff of the changes to the image's own files (the workdir and COPY targets)."""
         found = self.changes() if changes is None else changes
-        return unified_diff(self._snapshot, self._lower, found, self.image.mount_points)
+        return unified_diff(self._snapshot, self._snapshot.view, found, self.image.mount_points)
+
+    def begin_agent(self) -> None:
+        """Seal the task's starting state as it is now (after the before-agent checks, e.g.
+        git-history's rewrite): the agent's changes are counted from it and verification
+        starts from it, so nothing those checks removed comes back for the tested code."""
+        if self._start is not None or self.phase != "agent":
+            return
+        self.kill_all()
+        self._start = self._snapshot.seal()
+        agent = self._fresh("agent-", self._start)
+        agent.mount()
+        self._snapshots.append(agent)
+        self._snapshot, self.fs = agent, agent.merged
 
     def begin_verify(self, task: Task) -> dict[str, Any]:
         """End the agent phase (see the module doc); returns what the verifier should record.
@@ -617,10 +641,13 @@ class LocalSandbox:
         policy = CrossingPolicy.for_task(task, self.image.mount_points)
         crossing = policy.decide(file_changes(changes, self.fs))
         self._keep_logs()
-        fresh = self._fresh()
+        fresh = self._fresh("verify-", self._start)
         fresh.mount()
         self._snapshots.append(fresh)
-        apply(crossing, self.fs, fresh.merged, self.user)
+        try:
+            apply(crossing, self.fs, fresh.merged, self.user)
+        except OSError as exc:  # the agent's files (their names, sizes): the copy cannot hold them
+            raise CrossingLimit(f"the agent's change cannot be applied to the verification copy: {exc}") from exc
         old, self._snapshot, self.fs = self._snapshot, fresh, fresh.merged
         self._snapshots.remove(old)
         old.unmount()

@@ -10,7 +10,6 @@ the agent's changes are exactly what the upper layer holds. Without root (no mou
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import difflib
 import hashlib
@@ -47,8 +46,15 @@ class Change:
 
 class Snapshot(Protocol):
     merged: Path
+    view: Path
+    """The state changes are relative to (the image, or the sealed starting state)."""
 
     def mount(self) -> None: ...
+
+    def seal(self) -> Path:
+        """Freeze the current state as the starting state: the snapshot is no longer written,
+        and what it returns is a base for new snapshots (``base=``) and their ``view``."""
+        ...
 
     def unmount(self) -> None: ...
 
@@ -114,14 +120,21 @@ def share_with_group(root: Path, gid: int) -> None:
 
 
 class Overlay:
-    """overlayfs of ``lower`` at ``trial/<prefix>fs``; upper and work dirs on a tmpfs of
-    ``size_mb`` at ``trial/<prefix>rw``."""
+    """overlayfs of ``lower`` (and a sealed ``base`` layer above it) at ``trial/<prefix>fs``;
+    upper and work dirs on a tmpfs of ``size_mb`` at ``trial/<prefix>rw``."""
 
     def __init__(
-        self, lower: Path, trial_dir: Path, size_mb: int | None, owner: tuple[int, int] | None, prefix: str = ""
+        self,
+        lower: Path,
+        trial_dir: Path,
+        size_mb: int | None,
+        owner: tuple[int, int] | None,
+        prefix: str = "",
+        base: Sealed | None = None,
     ):
         self.lower, self.merged, self.rw = lower, trial_dir / f"{prefix}fs", trial_dir / f"{prefix}rw"
-        self.size_mb, self.owner = size_mb, owner
+        self.size_mb, self.owner, self.base = size_mb, owner, base
+        self.view = base.view if base else lower
         self._mounted: list[Path] = []
 
     @property
@@ -129,9 +142,6 @@ class Overlay:
         return self.rw / "upper"
 
     def mount(self) -> None:
-        for path in (self.lower, self.merged):
-            if any(c in str(path) for c in ",:\\"):
-                raise SnapshotError(f"overlayfs cannot use a path with ',', ':' or '\\': {path}")
         self.rw.mkdir()
         self.merged.mkdir()
         size = f",size={self.size_mb}m" if self.size_mb else ""
@@ -141,14 +151,24 @@ class Overlay:
         self.upper.mkdir()
         if self.owner:
             os.chown(self.upper, *self.owner)
-        layers = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in (self.lower, self.upper, self.rw / "work")]
-        try:  # named by descriptor: the mount's options (in every mountinfo) show no host path
-            lower, upper, work = (f"/proc/self/fd/{fd}" for fd in layers)
-            _mount("overlay", self.merged, "overlay", f"lowerdir={lower},upperdir={upper},workdir={work}")
-        finally:
-            for fd in layers:
-                os.close(fd)
+        lowers = [self.base.layer, self.lower] if self.base else [self.lower]
+        _mount_overlay(self.merged, lowers, self.upper, self.rw / "work")
         self._mounted.append(self.merged)
+
+    def seal(self) -> Sealed:
+        """Unmount the merged view; the upper layer (kept on its tmpfs) becomes a read-only
+        layer, shown merged with the image at ``trial/<prefix>start``."""
+        if self.base is not None:
+            raise SnapshotError("an overlay on a sealed base cannot be sealed again")
+        merged = self._mounted.pop()
+        if _libc.umount2(str(merged).encode(), MNT_DETACH) != 0:
+            errno = ctypes.get_errno()
+            raise SnapshotError(errno, f"umount {merged}: {os.strerror(errno)}")
+        view = merged.parent / f"{merged.name.removesuffix('fs')}start"
+        view.mkdir()
+        _mount_overlay(view, [self.upper, self.lower], None, None)
+        self._mounted.append(view)
+        return Sealed(self.upper, view)
 
     def unmount(self) -> None:
         while self._mounted:
@@ -169,18 +189,22 @@ class Overlay:
             rel_dir = os.path.relpath(directory, self.upper)
             for name in sorted(dirs + files):
                 rel = os.path.normpath(os.path.join(rel_dir, name))
-                info = os.lstat(os.path.join(directory, name))
                 inside = "/" + rel
+                try:
+                    info = os.lstat(os.path.join(directory, name))
+                except OSError:  # a path too long to name: listed, and read as "other" later
+                    found.append(Change(inside, "modified"))
+                    continue
                 if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
                     found.append(Change(inside, "deleted"))
                 elif not stat.S_ISDIR(info.st_mode):
-                    lower = self.lower / rel
-                    if not os.path.lexists(lower):
+                    below = self.view / rel
+                    if not os.path.lexists(below):
                         found.append(Change(inside, "added"))
-                    elif not _same(lower, self.merged / rel):
+                    elif not _same(below, self.merged / rel):
                         found.append(Change(inside, "modified"))
                 elif _opaque(os.path.join(directory, name)):
-                    found += _replaced_entries(self.lower / rel, self.upper / rel, inside)
+                    found += _replaced_entries(self.view / rel, self.upper / rel, inside)
             dirs[:] = [d for d in dirs if not stat.S_ISCHR(os.lstat(os.path.join(directory, d)).st_mode)]
         return found
 
@@ -204,11 +228,47 @@ def _replaced_entries(lower: Path, upper: Path, inside: str) -> list[Change]:
     ]
 
 
-class CopySnapshot:
-    """A full copy of ``lower`` at ``trial/<prefix>fs`` (no mounts needed; cost grows with size)."""
+@dataclass(frozen=True)
+class Sealed:
+    """A sealed starting state: a read-only ``layer`` above the image, and ``view``, the two
+    merged (what a snapshot on this base compares its changes against)."""
 
-    def __init__(self, lower: Path, trial_dir: Path, owner: tuple[int, int] | None = None, prefix: str = ""):
-        self.lower, self.merged, self.owner = lower, trial_dir / f"{prefix}fs", owner
+    layer: Path
+    view: Path
+
+
+def _mount_overlay(target: Path, lowers: list[Path], upper: Path | None, work: Path | None) -> None:
+    """Mount an overlay at ``target`` (read-only without ``upper``), its layers named by
+    descriptor: the mount's options (in every mountinfo) show no host path."""
+    for path in (*lowers, target):
+        if any(c in str(path) for c in ",:\\"):
+            raise SnapshotError(f"overlayfs cannot use a path with ',', ':' or '\\': {path}")
+    fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in (*lowers, *((upper, work) if upper and work else ()))]
+    try:
+        names = [f"/proc/self/fd/{fd}" for fd in fds]
+        options = "lowerdir=" + ":".join(names[: len(lowers)])
+        if upper is not None:
+            options += f",upperdir={names[-2]},workdir={names[-1]}"
+        _mount("overlay", target, "overlay", options)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class CopySnapshot:
+    """A full copy of ``lower`` (or of a sealed ``base``) at ``trial/<prefix>fs`` (no mounts
+    needed; cost grows with size)."""
+
+    def __init__(
+        self,
+        lower: Path,
+        trial_dir: Path,
+        owner: tuple[int, int] | None = None,
+        prefix: str = "",
+        base: Sealed | None = None,
+    ):
+        self.lower = base.view if base else lower
+        self.view, self.merged, self.owner = self.lower, trial_dir / f"{prefix}fs", owner
 
     def mount(self) -> None:
         shutil.copytree(self.lower, self.merged, symlinks=True)
@@ -218,6 +278,12 @@ class CopySnapshot:
 
     def unmount(self) -> None:
         pass
+
+    def seal(self) -> Sealed:
+        """The copy as it is now becomes the starting state (moved to ``<prefix>start``)."""
+        start = self.merged.parent / f"{self.merged.name.removesuffix('fs')}start"
+        os.rename(self.merged, start)
+        return Sealed(start, start)
 
     def space_left(self) -> None:
         return None
@@ -293,7 +359,7 @@ def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixe
 def _same(a: Path, b: Path) -> bool:
     try:
         sa, sb = os.lstat(a), os.lstat(b)
-    except FileNotFoundError:
+    except OSError:
         return False
     if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode) or sa.st_size != sb.st_size:
         return False
@@ -301,27 +367,33 @@ def _same(a: Path, b: Path) -> bool:
         return os.readlink(a) == os.readlink(b)
     if not stat.S_ISREG(sa.st_mode):
         return True
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while chunk := fa.read(1 << 16):
-            if chunk != fb.read(1 << 16):
-                return False
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while chunk := fa.read(1 << 16):
+                if chunk != fb.read(1 << 16):
+                    return False
+    except OSError:
+        return False
     return True
 
 
 def _text(path: Path) -> str | None:
-    """A file's text: '' if it is missing, None if it is binary or not a regular file (a FIFO
-    the agent left must not block the reader)."""
-    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+    """A file's text: '' if it is missing, None if it is binary, not a regular file (a FIFO
+    the agent left must not block the reader) or cannot be read (a name too long)."""
+    try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
         data = path.read_bytes()
-        if b"\0" in data[:8192]:
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return ""
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return None
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _mount(source: str, target: Path, fstype: str, options: str) -> None:
