@@ -84,8 +84,10 @@ def test_honest_trial_passes_every_policy(box, tmp_path):
     policies = [NoNetwork(), GitHistory(), TestGuard(), RewardGuard(), ProcessReaper()]
     assert [v for p in policies for v in p.before_agent(box, task)] == []
     box.exec("sed -i 's/a - b/a + b/' calc.py && python3 -c 'import calc' && ls __pycache__", timeout=30)
-    assert [v for p in policies for v in p.before_verify(box, task)] == []
-    assert box.exec("ls __pycache__", timeout=30).stdout == "", "the agent's byte code is deleted"
+    assert [v for p in policies for v in p.before_verify(box, task)] == []  # byte code is not flagged
+    crossing = box.begin_verify(task)["crossing"]
+    assert crossing["crossed_paths"] == ["M /app/calc.py"], "the agent's byte code does not cross"
+    assert box.exec("ls __pycache__", timeout=30).exit_code != 0
     result = TrialResult(trial_id="t", task="task", reward=1.0)
     assert [v for p in policies for v in p.after(box, task, result)] == []
 

@@ -7,8 +7,9 @@
   ``usercustomize.py``, ``*.pth``, pytest configuration (``pytest.ini``, or pytest sections
   in ``pyproject.toml``/``setup.cfg``/``tox.ini``), a ``pytest11`` entry point, anything
   under ``/tests``, or an executable in a directory of the verifier's ``PATH``. Byte code the
-  agent left (``*.pyc``) is deleted, not flagged: honest runs make it too, and a forged
-  ``.pyc`` would shadow the fixed source.
+  agent left (``*.pyc``) is not flagged: honest runs make it too, and it never crosses into
+  verification (:mod:`lego_rl.crossing`), which is also what makes the hooks this guard does
+  not name harmless.
 
 The verifier itself runs with a clean environment (see ``legorl_std.test_script``), so a
 planted ``PYTHONPATH``, user site or shell profile is never read.
@@ -28,6 +29,8 @@ from legorl_std.anticheat.common import CheckedPolicy, Clock, PolicyError, chang
 
 HOOK_FILES = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"})
 CONFIG_FILES = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
+CONFIGS_READ = 100
+"""Configuration files the check greps; the agent's files past that many count as planted."""
 
 
 class TestGuardOptions(BaseModel):
@@ -72,18 +75,17 @@ class TestGuard(CheckedPolicy):
         ]
         self._clock.forget(sandbox)
         present = [p for kind, p in changes if kind != "deleted"]
-        byte_code = [p for p in present if p.endswith((".pyc", ".pyo"))]
         configs = [p for p in present if posixpath.basename(p) in CONFIG_FILES or p.endswith("entry_points.txt")]
+        grepped, unread = configs[:CONFIGS_READ], configs[CONFIGS_READ:]  # one command line holds so many
         script = (
-            f"rm -f -- {_quoted(byte_code)} 2>/dev/null; "
-            f"[ -z {shlex.quote(_quoted(configs))} ] || grep -l -E 'pytest' -- {_quoted(configs)} 2>/dev/null; "
+            f"[ -z {shlex.quote(_quoted(grepped))} ] || grep -l -E 'pytest' -- {_quoted(grepped)} 2>/dev/null; "
             'echo "PATH=$PATH"'
         )
 
         def judge(text: str) -> list[Violation]:
             lines = text.splitlines()
             path_dirs = set(lines[-1].removeprefix("PATH=").split(":")) - {""} if lines else set()
-            suspects = [p for p in present if _planted(p, path_dirs)] + lines[:-1]
+            suspects = [p for p in present if _planted(p, path_dirs)] + lines[:-1] + unread
             return [Violation(self.name, f"planted {p}") for p in sorted(set(suspects))]
 
         return Check(self.name, script, judge)
