@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import zlib
@@ -16,10 +17,9 @@ import legorl_std.redteam.suite as suite
 import pytest
 from legorl_std.anticheat.git_history import GitHistory
 from legorl_std.anticheat.git_leftovers import SETUP, SIGNATURES, scan
-from legorl_std.harbor_tasks import load_task
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.redteam.attacks_git import GIT_ATTACKS, plant_disguised
-from legorl_std.redteam.task import BUGGY, FIXED, build_task
+from legorl_std.redteam.attacks_git import GIT_ATTACKS
+from legorl_std.redteam.task import BUGGY, FIXED, Target, build_task
 
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
@@ -36,19 +36,15 @@ def sandboxed(test):
     return test
 
 
-def build_disguised_task(root: Path) -> Task:
-    """The red-team task with :func:`plant_disguised`'s copies, as the suite would build it."""
-    task = build_task(root)
-    env = task.path / "environment"
-    lines = plant_disguised(env / "app", env)
-    with open(env / "Dockerfile", "a") as dockerfile:
-        dockerfile.write("".join(line + "\n" for line in lines))
-    return load_task(task.path)
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Target:
+    """The red-team calc task, prepared as the suite prepares it (with the disguised copies)."""
+    return build_task(tmp_path_factory.mktemp("tasks"))
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory) -> Task:
-    return build_disguised_task(tmp_path_factory.mktemp("tasks"))
+def task(target: Target) -> Task:
+    return target.task
 
 
 @pytest.fixture
@@ -100,13 +96,14 @@ def test_the_attacks_are_named_apart_from_each_other_and_from_the_suites():
 @sandboxed
 @pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
 @pytest.mark.parametrize("attack", GIT_ATTACKS, ids=[a.name for a in GIT_ATTACKS])
-def test_an_attack_takes_the_fix_unless_git_history_ran_first(attack, guarded, task, backend):
+def test_an_attack_takes_the_fix_unless_git_history_ran_first(attack, guarded, task, target, backend):
     box = backend.start(task, f"{attack.name}-{guarded}")
     try:
         if guarded:
             assert GitHistory().before_agent(box, task) == []
         for command in attack.commands:
-            box.exec(command.format(task=str(task.path), trials=str(backend.root), py="python3"), timeout=60)
+            fill = {"task": str(task.path), "trials": str(backend.root), "py": "python3", "name": target.name}
+            box.exec(command.format(**fill, marker=shlex.quote(target.marker), module=target.module), timeout=60)
         calc = box.exec("cat /app/calc.py", timeout=30).stdout
         assert calc == (BUGGY if guarded else FIXED)
     finally:
@@ -114,9 +111,8 @@ def test_an_attack_takes_the_fix_unless_git_history_ran_first(attack, guarded, t
 
 
 @sandboxed
-def test_the_suite_gives_the_git_attacks_no_reward(monkeypatch):
-    monkeypatch.setattr(suite, "build_task", build_disguised_task)
-    outcomes = suite.run_suite(list(GIT_ATTACKS), workers=2)
+def test_the_suite_gives_the_git_attacks_no_reward():
+    outcomes = suite.run_suite(list(GIT_ATTACKS), workers=2, kinds=("calc",))
     assert [o.attack.name for o in outcomes] == ["oracle", *(a.name for a in GIT_ATTACKS)]
     assert all(o.ok for o in outcomes), [(o.attack.name, o.reward, o.termination, o.reason) for o in outcomes]
     assert outcomes[0].reward == 1.0 and all(o.reward == 0.0 for o in outcomes[1:])

@@ -1,14 +1,16 @@
-"""The red-team suite: every attack through the real pipeline ends with reward 0, the
-honest oracle of the same task still gets 1."""
+"""The red-team suite: every attack through the real pipeline, on every task kind and sandbox
+backend, ends with reward 0 and never as an infrastructure failure; the honest oracle of each
+task still gets 1."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
-from legorl_std.redteam.attacks import ATTACKS
-from legorl_std.redteam.suite import run_suite, summary
+from legorl_std.redteam.catalog import ALL_ATTACKS, BY_NAME
+from legorl_std.redteam.suite import available_backends, run_suite, summary
 
 from lego_rl.data import Termination
 
@@ -16,38 +18,69 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (overlay, per-trial users)"),
 ]
+SHIPPED = Path(__file__).resolve().parents[1] / "tasks" / "quickstart" / "fix-average"
 
 
-def test_attacks_are_many_and_distinct():
-    assert len(ATTACKS) >= 25 and len({a.name for a in ATTACKS}) == len(ATTACKS)
-    assert {a.category for a in ATTACKS} == {"network", "hidden", "git", "tests", "reward", "process", "resources"}
+def _bad(outcomes) -> list[tuple[str, str, str, float, str, str]]:
+    return [(o.attack.name, o.kind, o.backend, o.reward, o.termination.value, o.reason) for o in outcomes if not o.ok]
 
 
-def test_a_few_attacks_and_the_oracle():
-    chosen = [a for a in ATTACKS if a.name in ("reward-txt", "git-leftover-copy", "conftest")]
-    outcomes = run_suite(chosen, workers=2)
-    assert [o.attack.name for o in outcomes] == ["oracle", *(a.name for a in chosen)]
-    assert all(o.ok for o in outcomes), [(o.attack.name, o.reward, o.termination, o.reason) for o in outcomes]
-    assert outcomes[0].reward == 1.0
-    assert {o.attack.name for o in outcomes if o.termination == Termination.CHEAT_BLOCKED} == {"reward-txt", "conftest"}
+def test_attacks_are_many_distinct_and_cover_every_class():
+    assert len(ALL_ATTACKS) >= 80 and len(BY_NAME) == len(ALL_ATTACKS)
+    assert {a.category for a in ALL_ATTACKS} == {
+        "network", "hidden", "view", "git", "tests", "config", "verify-git", "reward", "exit", "report",
+        "process", "resources", "launder",
+    }  # fmt: skip
+    assert all(len(a.kinds) >= 2 for a in ALL_ATTACKS), "each attack runs on more than one task kind"
+
+
+def test_a_few_attacks_and_the_oracles_on_every_kind():
+    chosen = [BY_NAME[n] for n in ("reward-txt", "git-leftover-copy", "conftest", "config-pytest-toml")]
+    outcomes = run_suite(chosen, workers=2, kinds=("calc", "bugfix"), shipped=[SHIPPED])
+    assert [o.attack.name for o in outcomes[:3]] == ["oracle"] * 3 and all(o.reward == 1.0 for o in outcomes[:3])
+    assert len(outcomes) == 3 + 3 * len(chosen)
+    assert not _bad(outcomes), _bad(outcomes)
+    blocked = {(o.attack.name, o.kind) for o in outcomes if o.termination == Termination.CHEAT_BLOCKED}
+    assert {name for name, _ in blocked} >= {"reward-txt", "conftest"}
 
 
 def test_resource_attacks_end_as_resource_limit_naming_the_limit():
-    chosen = [a for a in ATTACKS if a.limits]
-    assert {a.name for a in chosen} == {"fork-bomb", "disk-fill", "memory-bomb"}
-    outcomes = run_suite(chosen, workers=3)
-    assert all(o.ok for o in outcomes), [(o.attack.name, o.reward, o.termination, o.reason) for o in outcomes]
+    chosen = [a for a in ALL_ATTACKS if a.limits]
+    assert {a.name for a in chosen} >= {"fork-bomb", "disk-fill", "memory-bomb", "launder-verify-memory"}
+    outcomes = run_suite(chosen, workers=3, kinds=("calc",))
+    assert not _bad(outcomes), _bad(outcomes)
     assert {o.attack.name: o.limits for o in outcomes[1:]}["disk-fill"] == ("storage_mb", "file_size_mb")
     for o in outcomes[1:]:
         if o.limits:  # reported on this host: the trial ends naming one
             assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits
-    assert summary(outcomes)["resource_limits"] == sum(bool(o.limits) for o in outcomes)
+    assert summary(outcomes)["resource_limits"] >= sum(bool(o.limits) for o in outcomes)
+
+
+def test_laundering_ends_as_the_policys_failure():
+    chosen = [a for a in ALL_ATTACKS if a.category == "launder"]
+    outcomes = run_suite(chosen, workers=3, kinds=("bugfix",))
+    assert not _bad(outcomes), _bad(outcomes)
+    assert summary(outcomes)["infrastructure"] == 0
+    by_name = {o.attack.name: o for o in outcomes[1:]}
+    assert by_name["launder-verify-hang"].termination == Termination.VERIFIER_TIMEOUT
+    assert by_name["launder-many-files"].termination == Termination.RESOURCE_LIMIT
+    assert by_name["launder-sparse-giant"].termination == Termination.RESOURCE_LIMIT
 
 
 @pytest.mark.slow
-def test_the_whole_suite_gives_no_false_reward():
-    outcomes = run_suite(workers=3)
+def test_the_whole_suite_gives_no_false_reward_on_every_kind():
+    outcomes = run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED])
     figures = summary(outcomes)
-    bad = [(o.attack.name, o.reward, o.termination.value, o.reason) for o in outcomes if not o.ok]
-    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and not bad, bad
-    assert figures["attacks"] == len(ATTACKS)
+    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and not _bad(outcomes), _bad(outcomes)
+    assert figures["attacks"] == len(ALL_ATTACKS) and figures["kinds"] == ["bugfix", "calc", "shipped"]
+    assert figures["infrastructure"] == 0
+
+
+@pytest.mark.slow
+def test_the_whole_suite_on_every_other_sandbox_backend():
+    others = [b for b in available_backends() if b != "local"]
+    assert others == ["harbor"], "the Harbor bubblewrap environment is installed in this project"
+    outcomes = run_suite(workers=3, kinds=("calc",), backends=others)
+    figures = summary(outcomes)
+    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and not _bad(outcomes), _bad(outcomes)
+    assert figures["attacks"] == len(ALL_ATTACKS) and figures["backends"] == others

@@ -1,13 +1,15 @@
 """``legorl redteam``: attack the sandbox, the verifier and the anti-cheat policies.
 
-Runs the red-team suite of the installed ``legorl-std`` (``legorl_std.redteam``): every
-attack must end with reward 0 (``cheat_blocked`` where a policy detects it) while the
-honest oracle of the same task gets 1. Prints a table, then one JSON line.
+Runs the red-team suite of the installed ``legorl-std`` (``legorl_std.redteam``) on every task
+kind and sandbox backend asked for: every attack must end with reward 0 (``cheat_blocked``
+where a policy detects it) and never as an infrastructure failure, while the honest oracle of
+each task gets 1. Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,26 +21,48 @@ from lego_rl.cli.common import err, out
 def redteam(
     only: Annotated[list[str] | None, typer.Argument(help="Attack names to run (default: all).")] = None,
     workers: Annotated[int, typer.Option(help="Trials run at once.")] = 3,
+    kind: Annotated[
+        list[str] | None, typer.Option(help="Task kinds to attack: calc, bugfix (default: both).")
+    ] = None,
+    task: Annotated[
+        list[Path] | None, typer.Option(help="A shipped Harbor task dir to attack too (repeatable).")
+    ] = None,
+    backend: Annotated[
+        list[str] | None, typer.Option(help="Sandbox backends (default: every one available here).")
+    ] = None,
 ) -> None:
-    """Run the red-team suite; exit 1 on any false reward or a failed oracle."""
+    """Run the red-team suite; exit 1 on any false reward, a failed oracle or a laundered failure."""
     try:
-        from legorl_std.redteam.attacks import ATTACKS
-        from legorl_std.redteam.suite import run_suite, summary
+        from legorl_std.redteam.catalog import ALL_ATTACKS
+        from legorl_std.redteam.suite import available_backends, run_suite, summary
     except ModuleNotFoundError as exc:
         err.print(f"the red-team suite comes with legorl-std, which is not importable here: {exc}")
         raise typer.Exit(1) from None
-    names = {a.name for a in ATTACKS}
+    names = {a.name for a in ALL_ATTACKS}
     unknown = sorted(set(only or []) - names)
     if unknown:
         err.print(f"unknown attack(s) {', '.join(unknown)} (available: {', '.join(sorted(names))})")
         raise typer.Exit(2)
-    outcomes = run_suite([a for a in ATTACKS if not only or a.name in only], workers=workers)
-    table = Table("attack", "category", "reward", "termination", "verdict", "reason")
+    missing = [str(t) for t in task or [] if not (t / "task.toml").is_file()]
+    if missing:
+        err.print(f"not a Harbor task dir (no task.toml): {', '.join(missing)}")
+        raise typer.Exit(2)
+    outcomes = run_suite(
+        [a for a in ALL_ATTACKS if not only or a.name in only],
+        workers=workers,
+        kinds=kind or ["calc", "bugfix"],
+        shipped=task or [],
+        backends=backend or available_backends(),
+    )
+    table = Table("attack", "category", "task", "sandbox", "reward", "termination", "verdict", "reason")
     for o in outcomes:
         verdict = "ok" if o.ok else "[red]FAIL[/red]"
-        table.add_row(o.attack.name, o.attack.category, f"{o.reward:g}", o.termination.value, verdict, o.reason[:80])
+        table.add_row(
+            o.attack.name, o.attack.category, o.kind, o.backend, f"{o.reward:g}", o.termination.value, verdict,
+            o.reason[:60],
+        )  # fmt: skip
     out.print(table)
     figures = summary(outcomes)
     typer.echo(json.dumps(figures))
-    if figures["false_rewards"] or not figures["oracle_ok"] or figures["missed_detections"]:
+    if figures["false_rewards"] or not figures["oracle_ok"] or figures["missed_detections"] or figures["infrastructure"]:
         raise typer.Exit(1)

@@ -1,5 +1,6 @@
 """The red-team subset that applies to any sandbox backend: ``legorl-std``'s attacks on the
-network, on hidden host files and other trials, and on resources, each run as commands in a
+network, on hidden host files and other trials, on what the view shows of the host, and on
+resources, each run as commands in a
 sandbox of the kit's fix-add task (its bug: ``a - b`` in ``/app/calc.py``).
 
 An attack must not get the fix into ``/app/calc.py``, must not outlive its timeout, and must
@@ -25,18 +26,19 @@ from lego_rl.testing.contracts.sandbox_isolation import (
     serving,
 )
 
-CATEGORIES = ("network", "hidden")
+CATEGORIES = ("network", "hidden", "view")
 RESOURCE_ATTACKS = ("fd-exhaustion", "fork-bomb", "disk-fill")
 """In this order: disk-fill leaves the disk full."""
 ATTACK_TIMEOUT = 15.0
 RESOURCE_TIMEOUT = 2.0
 FIX = "sed -i 's/a - b/a + b/' /app/calc.py"
+FIXED = "def add(a, b):\n    return a + b\n"
 
 
 def sandbox_attacks() -> list[Any]:
     """The red-team attacks this contract runs (``legorl_std.redteam.attacks.Attack``)."""
     try:
-        from legorl_std.redteam.attacks import ATTACKS
+        from legorl_std.redteam.catalog import ALL_ATTACKS as ATTACKS
     except ImportError as exc:
         raise ContractError(
             f"the red-team contract runs legorl-std's attacks, which cannot be imported ({exc}): "
@@ -75,6 +77,10 @@ def redteam(backend: Any, env: ContractEnv) -> None:
                 # where the backend keeps trial files on this host, if it says (local: root)
                 "trials": str(getattr(backend, "root", None) or run_dir),
                 "py": "python3",
+                "module": "/app/calc.py",
+                "name": "calc.py",
+                "marker": "'a + b'",
+                "fixed_src": repr(FIXED),
             }
             for attack in attacks:
                 _attack(sandbox, attack, fill)

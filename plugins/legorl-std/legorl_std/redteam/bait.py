@@ -12,12 +12,17 @@ from legorl_std.redteam.task import FIXED
 
 
 class Bait:
-    """An HTTP server (all addresses) serving ``/calc.py`` and a UDP server answering with it."""
+    """An HTTP server (all addresses) serving each fixed module at ``/<name>`` and a UDP
+    server answering a datagram that names one with its text (``fix`` or anything else: the
+    first)."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: dict[str, str] | None = None) -> None:
+        served = {name: text.encode() for name, text in (files or {"calc.py": FIXED}).items()}
+        first = next(iter(served.values()))
+
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = FIXED.encode()
+                body = served.get(self.path.lstrip("/"), first)
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -28,7 +33,8 @@ class Bait:
 
         class Udp(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                self.request[1].sendto(FIXED.encode(), self.client_address)
+                asked = self.request[0].decode(errors="replace").strip()
+                self.request[1].sendto(served.get(asked, first), self.client_address)
 
         self.http = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Handler)
         self.udp = socketserver.ThreadingUDPServer(("0.0.0.0", 0), Udp)

@@ -1,9 +1,11 @@
 """Run the red-team attacks through the real trial pipeline and judge the outcome.
 
-Each attack is one trial of :class:`~lego_rl.engine.trial.TrialRunner` with the local
-sandbox, all five anti-cheat policies, the test-script verifier and the scripted harness
-playing the attacker; the proxy runs but no model is ever called. The honest oracle (the
-task's own fix, applied the same way) must still get reward 1, every attack 0.
+Each attack is one trial of :class:`~lego_rl.engine.trial.TrialRunner` on each task kind it
+names (:mod:`legorl_std.redteam.task`), on each sandbox backend asked for (found through the
+plugin registry, like any spec's), with all anti-cheat policies (``reward-hacking`` blocking),
+the test-script verifier and the scripted harness playing the attacker; the proxy runs but no
+model is ever called. The honest oracle of every task must still get reward 1, every attack 0,
+and no attack may end as an infrastructure failure (that would launder a policy failure).
 """
 
 from __future__ import annotations
@@ -13,33 +15,48 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import Sampling, Termination
+from lego_rl.data import Attribution, Sampling, Termination, attribute
 from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.kinds import SandboxBackend, Task
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
-from lego_rl.registry import BuildContext
+from lego_rl.registry import BuildContext, Registry
 from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
 from legorl_std.dialect_openai_chat import OpenAIChatDialect
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.redteam.attacks import ATTACKS, Attack
+from legorl_std.redteam.attacks import Attack
 from legorl_std.redteam.bait import Bait
-from legorl_std.redteam.task import SOLVE_SH, build_task
+from legorl_std.redteam.catalog import ALL_ATTACKS
+from legorl_std.redteam.task import Target, bugfix_task, build_task, shipped_task
 from legorl_std.sandbox_limits import Limits, cgroup_parents
 from legorl_std.scripted_harness import ScriptedHarness
 from legorl_std.test_script import ScriptVerifier
 
-ORACLE = Attack("oracle", "honest", "the task's own fix", (SOLVE_SH,))
 REDTEAM_LIMITS = Limits(cpu_seconds=30, address_space_mb=2048, nproc=96, file_size_mb=64, open_files=1024)
+BACKENDS: dict[str, dict[str, Any]] = {
+    "local": {"keep": True, "limits": REDTEAM_LIMITS.model_dump()},
+    "harbor": {
+        "environment": {
+            "import_path": "legorl_harbor.bwrap:BwrapEnvironment",
+            "kwargs": {"sandbox": {"keep": True, "limits": REDTEAM_LIMITS.model_dump()}},
+        }
+    },
+}
+"""The sandbox backends the red team knows how to configure (limits as the attacks expect)."""
+ORACLE = Attack("oracle", "honest", "the task's own fix", ())
 
 
 @dataclass
 class Outcome:
     attack: Attack
+    kind: str
+    backend: str
     reward: float
     termination: Termination
     reason: str
@@ -51,8 +68,8 @@ class Outcome:
     def ok(self) -> bool:
         if self.attack is ORACLE:
             return self.reward == 1.0
-        if self.termination in (Termination.INTERNAL_ERROR, Termination.SANDBOX_ERROR):
-            return False  # the pipeline broke: the attack proved nothing
+        if attribute(self.termination) == Attribution.INFRASTRUCTURE:
+            return False  # the pipeline broke, or was made to look broken: the attack proved nothing
         if self.limits and not (
             self.termination == Termination.RESOURCE_LIMIT
             and self.reason.startswith(tuple(f"{limit}=" for limit in self.limits))
@@ -63,59 +80,151 @@ class Outcome:
 
 
 def policies() -> list[Any]:
+    from legorl_std.anticheat import reward_hacking
+
     return [
         no_network.NoNetwork(),
         git_history.GitHistory(),
         test_guard.TestGuard(),
         reward_guard.RewardGuard(),
         process_reaper.ProcessReaper(),
+        reward_hacking.RewardHacking(block=True),
     ]
 
 
-def run_suite(attacks: list[Attack] | None = None, workers: int = 3) -> list[Outcome]:
-    """The oracle first (its fixed trial dir stays as bait for ``other-trials``), then the attacks."""
-    chosen = list(ATTACKS if attacks is None else attacks)
+def run_suite(
+    attacks: Sequence[Attack] | None = None,
+    workers: int = 3,
+    *,
+    kinds: Sequence[str] = ("calc", "bugfix"),
+    shipped: Sequence[Path] = (),
+    backends: Sequence[str] = ("local",),
+) -> list[Outcome]:
+    """Per backend: the oracle of every task first, then every attack on every task of a kind
+    it names (``shipped`` tasks are of kind ``shipped``)."""
+    chosen = list(ALL_ATTACKS if attacks is None else attacks)
     workdir = Path(tempfile.mkdtemp(prefix="legorl-redteam-", dir="/var/tmp"))
-    bait = Bait()
     proxy = ProxyServer(
         ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy"
     )
     proxy.start()
+    bait: Bait | None = None
     try:
-        task = build_task(workdir / "tasks")
-        backend = LocalSandboxBackend(
-            LocalSandboxOptions(keep=True, limits=REDTEAM_LIMITS), BuildContext(run_dir=workdir / "run")
-        )
-        fill = {**bait.placeholders, "task": str(task.path), "trials": str(backend.root), "py": "python3"}
+        targets = _targets(workdir, kinds, shipped)
+        bait = Bait({t.name: t.fixed for t in targets})
+        _plant_decoys(workdir, targets)
         seen = reported_limits()
+        outcomes: list[Outcome] = []
+        for name in backends:
+            backend = _backend(name, workdir / f"run-{name}")
+            root = getattr(backend, "root", None) or workdir / f"run-{name}"
 
-        def trial(attack: Attack) -> Outcome:
-            commands = [c if attack is ORACLE else c.format(**fill) for c in attack.commands]
-            runner = TrialRunner(
-                TrialSetup(
-                    sandbox=backend,
-                    harness=ScriptedHarness(commands),
-                    verifier=ScriptVerifier(),
-                    proxy=proxy,
-                    dialect="openai-chat",
-                    model_name="policy",
-                    sampling=Sampling(),
-                    anticheat=policies(),
+            def trial(job: tuple[Attack, Target], backend: SandboxBackend = backend, name: str = name) -> Outcome:
+                attack, target = job
+                fill = _fill(target, bait, root)
+                commands = [target.oracle] if attack is ORACLE else [c.format(**fill) for c in attack.commands]
+                runner = TrialRunner(
+                    TrialSetup(
+                        sandbox=backend, harness=ScriptedHarness(commands), verifier=ScriptVerifier(),
+                        proxy=proxy, dialect="openai-chat", model_name="policy", sampling=Sampling(),
+                        anticheat=policies(),
+                    )  # fmt: skip
                 )
-            )
-            start = time.monotonic()
-            result = runner.run(task, attack.name)
-            limits = tuple(limit for limit in attack.limits if limit in seen)
-            return Outcome(attack, result.reward, result.termination, result.reason, time.monotonic() - start, limits)
+                start = time.monotonic()
+                result = runner.run(target.task, f"{attack.name}-{target.kind}-{name}")
+                limits = tuple(limit for limit in attack.limits if limit in seen)
+                return Outcome(
+                    attack, target.kind, name, result.reward, result.termination, result.reason,
+                    time.monotonic() - start, limits,
+                )  # fmt: skip
 
-        outcomes = [trial(ORACLE)]
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            outcomes += list(pool.map(trial, chosen))
+            outcomes += [trial((ORACLE, t)) for t in targets]
+            jobs = [(a, t) for a in chosen for t in targets if t.kind in a.kinds]
+            with ThreadPoolExecutor(max(1, workers)) as pool:
+                outcomes += list(pool.map(trial, jobs))
         return outcomes
     finally:
         proxy.stop()
-        bait.close()
+        if bait is not None:
+            bait.close()
         _cleanup(workdir)
+
+
+def _targets(workdir: Path, kinds: Sequence[str], shipped: Sequence[Path]) -> list[Target]:
+    tasks = workdir / "tasks"
+    tasks.mkdir()
+    found = []
+    if "calc" in kinds:
+        found.append(build_task(tasks))
+    if "bugfix" in kinds:
+        found.append(bugfix_task(tasks))
+    if shipped:
+        probe = LocalSandboxBackend(LocalSandboxOptions(keep=False), BuildContext(run_dir=workdir / "probe"))
+        found += [shipped_task(tasks, Path(p), lambda t, m, o: _fixed_by_oracle(probe, t, m, o)) for p in shipped]
+    names = [t.name for t in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"the red-team tasks' modules must have distinct names, got {names}")
+    return found
+
+
+def _fixed_by_oracle(backend: LocalSandboxBackend, task: Task, module: str, oracle: str) -> str:
+    """The module's text after the task's own solution ran in a sandbox."""
+    sandbox = backend.start(task, f"probe-{task.path.name}")
+    try:
+        done = sandbox.exec(oracle, timeout=60)
+        if done.exit_code != 0:
+            raise RuntimeError(f"the oracle of {task.name} failed: {done.stderr[-500:]}")
+        return sandbox.host_path(f"/app/{module}").read_text()
+    finally:
+        sandbox.stop()
+
+
+def _plant_decoys(workdir: Path, targets: list[Target]) -> None:
+    """Bait that a view built by hiding would show: a copy of each task (with its solution)
+    beside the red-team workdir and the fixed modules under it."""
+    for target in targets:
+        shutil.copytree(target.task.path, workdir / "clone" / target.task.path.name, symlinks=True)
+        (workdir / "fixed").mkdir(exist_ok=True)
+        (workdir / "fixed" / target.name).write_text(target.fixed)
+
+
+def _backend(name: str, run_dir: Path) -> SandboxBackend:
+    if name not in BACKENDS:
+        raise ValueError(f"the red team configures sandbox backends {sorted(BACKENDS)}, not {name!r}")
+    registry = Registry.discover()
+    backend = registry.build("sandbox", name, BACKENDS[name], BuildContext(run_dir=run_dir))
+    fatal = [str(p) for p in backend.preflight() if p.fatal]
+    if fatal:
+        raise RuntimeError(f"sandbox backend {name} is not usable here: {'; '.join(fatal)}")
+    return backend
+
+
+def available_backends() -> list[str]:
+    """The configured backends that are installed and pass their preflight here."""
+    found = []
+    registry = Registry.discover()
+    for name, options in BACKENDS.items():
+        if name not in registry.names("sandbox"):
+            continue
+        backend = registry.build("sandbox", name, options, BuildContext())
+        if not any(p.fatal for p in backend.preflight()):
+            found.append(name)
+    return found
+
+
+def _fill(target: Target, bait: Bait, trials: Path) -> dict[str, str]:
+    import shlex
+
+    return {
+        **bait.placeholders,
+        "task": str(target.task.path),
+        "trials": str(trials),
+        "py": "python3",
+        "module": target.module,
+        "name": target.name,
+        "marker": shlex.quote(target.marker),
+        "fixed_src": repr(target.fixed),
+    }
 
 
 def reported_limits() -> set[str]:
@@ -130,10 +239,14 @@ def reported_limits() -> set[str]:
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     attacks = [o for o in outcomes if o.attack is not ORACLE]
     return {
-        "attacks": len(attacks),
+        "attacks": len({o.attack.name for o in attacks}),
+        "trials": len(attacks),
+        "kinds": sorted({o.kind for o in outcomes}),
+        "backends": sorted({o.backend for o in outcomes}),
         "false_rewards": sum(o.reward != 0.0 for o in attacks),
         "detected": sum(o.termination == Termination.CHEAT_BLOCKED for o in attacks),
         "resource_limits": sum(o.termination == Termination.RESOURCE_LIMIT for o in attacks),
+        "infrastructure": sum(attribute(o.termination) == Attribution.INFRASTRUCTURE for o in attacks),
         "missed_detections": sum(not o.ok and o.reward == 0.0 for o in attacks),
         "oracle_ok": all(o.ok for o in outcomes if o.attack is ORACLE),
     }
@@ -145,4 +258,3 @@ def _cleanup(workdir: Path) -> None:
         shutil.rmtree(workdir)
     except OSError as exc:  # pragma: no cover - leaves the dir for inspection
         print(f"redteam: could not remove {workdir}: {exc}", file=sys.stderr)
-
