@@ -4,8 +4,9 @@ the verifier's overhead.
 Two synthetic tasks (10 and 10,000 files) are started and stopped ``--trials`` times each
 after one warm-up start (which materialises the shared image); start cost should be flat
 in repository size (overlayfs). ``copy_start_*`` shows the same start as a full copy, for
-contrast. Verifier overhead: ``ScriptVerifier.score`` of a test.sh that only writes the
-reward, and one ``exec`` of ``true``.
+contrast. Pristine verification: sealing the starting state and the move to a fresh copy
+with a one-file change (``*_seal_*``, ``*_pristine_*``). Verifier overhead:
+``ScriptVerifier.score`` of a test.sh that only writes the reward, and one ``exec`` of ``true``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,28 @@ def measure(backend: LocalSandboxBackend, task: Task, trials: int, tag: str) -> 
     return figures
 
 
+def measure_pristine(backend: LocalSandboxBackend, task: Task, trials: int, tag: str) -> dict[str, float]:
+    """What pristine verification costs a trial: sealing the starting state before the agent
+    (``seal``) and moving to a fresh copy with the agent's change (``pristine``: one file)."""
+    seals, moves = [], []
+    for i in range(trials):
+        box = backend.start(task, f"{tag}-{i}")
+        try:
+            t0 = time.perf_counter()
+            box.begin_agent()
+            seals.append(time.perf_counter() - t0)
+            box.exec("echo 'VALUE = -1' >> /app/pkg0/mod0.py", timeout=30)
+            t0 = time.perf_counter()
+            box.begin_verify(task)
+            moves.append(time.perf_counter() - t0)
+        finally:
+            box.stop()
+    figures: dict[str, float] = {}
+    figures["seal_p50_ms"], figures["seal_p99_ms"] = percentiles(seals)
+    figures["pristine_p50_ms"], figures["pristine_p99_ms"] = percentiles(moves)
+    return figures
+
+
 def main(args: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="legorl bench sandbox")
     parser.add_argument("--trials", type=int, default=20)
@@ -77,6 +100,9 @@ def main(args: list[str]) -> dict[str, Any]:
             figures[f"files_{files}_{key}"] = value
         copied = measure(copy, task, max(3, opts.trials // 4), f"c{files}")
         figures[f"files_{files}_copy_start_p50_ms"] = copied["start_p50_ms"]
+    for files, task in ((10, small), (10_000, large)):
+        for key, value in measure_pristine(overlay, task, max(3, opts.trials // 2), f"p{files}").items():
+            figures[f"files_{files}_{key}"] = value
     execs, scores = [], []
     verifier = ScriptVerifier()
     for i in range(opts.verify):

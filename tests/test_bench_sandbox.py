@@ -1,0 +1,23 @@
+"""``legorl bench sandbox``: the figures' shape (never their speed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from legorl_std.bench_sandbox import main
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (overlays)"),
+]
+
+
+def test_the_bench_reports_start_pristine_verification_and_verifier_figures() -> None:
+    figures = main(["--trials", "2", "--verify", "1"])
+    for files in (10, 10_000):
+        for key in ("start", "stop", "seal", "pristine"):
+            p50, p99 = figures[f"files_{files}_{key}_p50_ms"], figures[f"files_{files}_{key}_p99_ms"]
+            assert isinstance(p50, float) and 0 < p50 <= p99, (files, key)
+    assert figures["verifier_overhead_p50_ms"] > 0 and figures["trials"] == 2
