@@ -317,7 +317,7 @@ def test_plan_claude_code_swe_lists_missing_plugins() -> None:
     data = json.loads(invoke("plan", CLAUDE_SPEC, "--json").output)
     missing = {(m["kind"], m["name"]) for m in data["missing"]}
     assert ("trainer", "verl") in missing and ("sandbox", "harbor") in missing
-    assert len(missing) == 15  # every block of the spec
+    assert len(missing) == 16  # every block of the spec
     assert all(m["how"] for m in data["missing"])
     assert data["options"]["trainer"]["gpus_per_node"] == 8
     assert data["model"]["max_context"] == 65536

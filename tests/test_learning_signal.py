@@ -41,6 +41,7 @@ SHORT = [
     "model.config.hidden_size=64", "model.config.head_dim=16", "model.config.moe_intermediate_size=64",
     "model.warmstart.demos=1", "model.warmstart.epochs=60", "model.warmstart.lr=5.0e-3",
     "model.warmstart.batch_tokens=4096", "model.warmstart.lr_floor=1.0", "model.warmstart.task_options={}",
+    "model.warmstart.describe_share=0",  # every demonstration acts: the policy solves about half the time
     "tasks.options.count=1",
     "filter.plugin=none",
     "evaluate.samples=4", "evaluate.tasks.options.count=4",
