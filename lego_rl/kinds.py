@@ -376,6 +376,52 @@ class ProvidesFiles(Protocol):
         ...
 
 
+class ChangedPath(Protocol):
+    """One path the agent changed: in-sandbox ``path``, ``kind`` added | modified | deleted."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+@runtime_checkable
+class ReportsChanges(Protocol):
+    """A sandbox that knows what the agent changed (from its snapshot) and where it can write."""
+
+    def changes(self) -> Sequence[ChangedPath]: ...
+
+    def writable_roots(self) -> list[str]:
+        """The in-sandbox paths that persist and that the agent can write."""
+        ...
+
+
+@runtime_checkable
+class KillsCommands(Protocol):
+    """A sandbox that can kill every command still running in it (and all they started)."""
+
+    def kill_all(self) -> int:
+        """Kill them; how many there were."""
+        ...
+
+
+@runtime_checkable
+class ListsProcesses(Protocol):
+    """A sandbox that can list the host pids of its trial's processes still alive."""
+
+    def processes(self, settle: float = 2.0) -> list[int]: ...
+
+
+@runtime_checkable
+class ReportsLimits(Protocol):
+    """A sandbox that reports the resource limits its commands ran into."""
+
+    def resources_exhausted(self) -> list[dict[str, str]]:
+        """One entry per limit hit: ``phase`` (agent | verify), ``limit`` (``name=value``), ``detail``."""
+        ...
+
+
 @runtime_checkable
 class HarnessFiles(Protocol):
     """A harness that runs files of the host (its pinned CLI, its runtime) in the sandbox."""

@@ -32,6 +32,7 @@ from lego_rl.kinds import (
     HarnessResult,
     PristineVerify,
     ProvidesFiles,
+    ReportsLimits,
     Sandbox,
     SandboxBackend,
     Task,
@@ -260,8 +261,7 @@ def _resource_limits(result: TrialResult, sandbox: Sandbox) -> None:
     """A sandbox that reports the resource limits its commands ran into (the local one's
     ``resources_exhausted()``: phase, limit, detail) turns the ending of the phase that hit
     one into ``resource_limit``, naming the limit and its value."""
-    report = getattr(sandbox, "resources_exhausted", None)
-    events: list[dict[str, str]] = report() if callable(report) else []
+    events = sandbox.resources_exhausted() if isinstance(sandbox, ReportsLimits) else []
     if not events:
         return
     result.harness["resources_exhausted"] = events

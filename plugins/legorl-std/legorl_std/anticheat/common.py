@@ -12,7 +12,7 @@ import shlex
 import time
 from lego_rl.data import TrialResult
 from lego_rl.anticheat_checks import CHECK_TIMEOUT, CheckError, run_checks
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import Check, ReportsChanges, Sandbox, Task, Violation
 
 
 class PolicyError(CheckError):
@@ -57,8 +57,7 @@ def run(sandbox: Sandbox, script: str, *, timeout: float = CHECK_TIMEOUT) -> str
 
 def writable_roots(sandbox: Sandbox) -> list[str]:
     """Where the agent can leave files: the sandbox's own list, else the whole root."""
-    roots = getattr(sandbox, "writable_roots", None)
-    return list(roots()) if callable(roots) else ["/"]
+    return list(sandbox.writable_roots()) if isinstance(sandbox, ReportsChanges) else ["/"]
 
 
 def changed_paths(sandbox: Sandbox, since: float | None) -> list[tuple[str, str]]:
@@ -67,9 +66,8 @@ def changed_paths(sandbox: Sandbox, since: float | None) -> list[tuple[str, str]
     From the sandbox's snapshot when it has one; else files whose inode changed since
     ``since`` (ctime, which a process cannot set back) under the writable roots.
     """
-    changes = getattr(sandbox, "changes", None)
-    if callable(changes):
-        return [(c.kind, c.path) for c in changes()]
+    if isinstance(sandbox, ReportsChanges):
+        return [(c.kind, c.path) for c in sandbox.changes()]
     if since is None:
         return []
     roots = " ".join(shlex.quote(r) for r in writable_roots(sandbox))

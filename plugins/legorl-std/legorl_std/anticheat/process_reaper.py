@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.data import TrialResult
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import Check, KillsCommands, ListsProcesses, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy
 
@@ -39,12 +39,10 @@ class ProcessReaper(CheckedPolicy):
     name = "process-reaper"
 
     def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check:
-        kill_all = getattr(sandbox, "kill_all", None)
-        if callable(kill_all):
-            kill_all()
+        if isinstance(sandbox, KillsCommands):
+            sandbox.kill_all()
         found: list[str] = []
-        processes = getattr(sandbox, "processes", None)
-        escaped = processes() if callable(processes) else []
+        escaped = sandbox.processes() if isinstance(sandbox, ListsProcesses) else []
         for pid in escaped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
