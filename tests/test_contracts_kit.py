@@ -153,6 +153,32 @@ def test_sandboxes_sharing_files_fail_isolation(env):
     assert "readable in another sandbox" in message
 
 
+def test_pristine_verify_catches_a_sandbox_that_verifies_where_the_agent_worked(env, tmp_path):
+    message = breach("sandbox.pristine-verify", HostBackend(tmp_path / "host-trials"), env)
+    assert "PristineVerify" in message and "fresh copy" in message
+
+
+class InPlace:
+    """The real local sandbox, whose verification claims a fresh copy but stays in the agent's."""
+
+    def __init__(self, backend: LocalSandboxBackend):
+        self.backend = backend
+
+    def preflight(self) -> list[Any]:
+        return self.backend.preflight()
+
+    def start(self, task: Task, trial_id: str) -> Any:
+        box = self.backend.start(task, trial_id)
+        box.begin_verify = lambda task: {"crossing": {"crossed_paths": [], "dropped_paths": []}}
+        return box
+
+
+@local_sandbox
+def test_pristine_verify_catches_verification_in_the_agents_copy(env):
+    message = breach("sandbox.pristine-verify", InPlace(local(env)), env)
+    assert "/app/conftest.py is in the verification copy" in message
+
+
 @local_sandbox
 def test_limits_catch_storage_beyond_what_the_task_declares(env):
     message = breach("sandbox.limits", local(env, storage_mb=4096), env)

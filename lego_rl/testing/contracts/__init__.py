@@ -13,6 +13,7 @@ from lego_rl.testing.contracts import (  # noqa: F401  (importing registers thei
     sandbox,
     sandbox_isolation,
     sandbox_redteam,
+    sandbox_verification,
 )
 from lego_rl.testing.contracts.base import (
     PROTOCOLS,
