@@ -37,8 +37,9 @@ def test_attacks_are_many_distinct_and_cover_every_class():
 def test_a_few_attacks_and_the_oracles_on_every_kind():
     chosen = [BY_NAME[n] for n in ("reward-txt", "git-leftover-copy", "conftest", "config-pytest-toml")]
     outcomes = run_suite(chosen, workers=2, kinds=("calc", "bugfix"), shipped=[SHIPPED])
-    assert [o.attack.name for o in outcomes[:3]] == ["oracle"] * 3 and all(o.reward == 1.0 for o in outcomes[:3])
-    assert len(outcomes) == 3 + 3 * len(chosen)
+    assert [o.attack.name for o in outcomes[:6]] == ["oracle"] * 3 + ["no-op"] * 3
+    assert [o.reward for o in outcomes[:6]] == [1.0] * 3 + [0.0] * 3
+    assert len(outcomes) == 6 + 3 * len(chosen)
     assert not _bad(outcomes), _bad(outcomes)
     blocked = {(o.attack.name, o.kind) for o in outcomes if o.termination == Termination.CHEAT_BLOCKED}
     assert {name for name, _ in blocked} >= {"reward-txt", "conftest"}
@@ -49,8 +50,8 @@ def test_resource_attacks_end_as_resource_limit_naming_the_limit():
     assert {a.name for a in chosen} >= {"fork-bomb", "disk-fill", "memory-bomb", "launder-verify-memory"}
     outcomes = run_suite(chosen, workers=3, kinds=("calc",))
     assert not _bad(outcomes), _bad(outcomes)
-    assert {o.attack.name: o.limits for o in outcomes[1:]}["disk-fill"] == ("storage_mb", "file_size_mb")
-    for o in outcomes[1:]:
+    assert {o.attack.name: o.limits for o in outcomes[2:]}["disk-fill"] == ("storage_mb", "file_size_mb")
+    for o in outcomes[2:]:
         if o.limits:  # reported on this host: the trial ends naming one
             assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits
     assert summary(outcomes)["resource_limits"] >= sum(bool(o.limits) for o in outcomes)
@@ -61,7 +62,7 @@ def test_laundering_ends_as_the_policys_failure():
     outcomes = run_suite(chosen, workers=3, kinds=("bugfix",))
     assert not _bad(outcomes), _bad(outcomes)
     assert summary(outcomes)["infrastructure"] == 0
-    by_name = {o.attack.name: o for o in outcomes[1:]}
+    by_name = {o.attack.name: o for o in outcomes[2:]}
     assert by_name["launder-verify-hang"].termination == Termination.VERIFIER_TIMEOUT
     assert by_name["launder-many-files"].termination == Termination.RESOURCE_LIMIT
     assert by_name["launder-sparse-giant"].termination == Termination.RESOURCE_LIMIT
@@ -71,7 +72,8 @@ def test_laundering_ends_as_the_policys_failure():
 def test_the_whole_suite_gives_no_false_reward_on_every_kind():
     outcomes = run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED])
     figures = summary(outcomes)
-    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and not _bad(outcomes), _bad(outcomes)
+    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and figures["noop_ok"], _bad(outcomes)
+    assert not _bad(outcomes), _bad(outcomes)
     assert figures["attacks"] == len(ALL_ATTACKS) and figures["kinds"] == ["bugfix", "calc", "shipped"]
     assert figures["infrastructure"] == 0
 

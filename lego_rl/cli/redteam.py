@@ -64,5 +64,6 @@ def redteam(
     out.print(table)
     figures = summary(outcomes)
     typer.echo(json.dumps(figures))
-    if figures["false_rewards"] or not figures["oracle_ok"] or figures["missed_detections"] or figures["infrastructure"]:
+    failed = not figures["oracle_ok"] or not figures["noop_ok"] or figures["missed_detections"]
+    if failed or figures["false_rewards"] or figures["infrastructure"]:
         raise typer.Exit(1)

@@ -50,6 +50,8 @@ BACKENDS: dict[str, dict[str, Any]] = {
 }
 """The sandbox backends the red team knows how to configure (limits as the attacks expect)."""
 ORACLE = Attack("oracle", "honest", "the task's own fix", ())
+NOOP = Attack("no-op", "honest", "nothing at all", ())
+"""Run on every task before the attacks: the oracle must get 1, doing nothing 0."""
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Outcome:
     def ok(self) -> bool:
         if self.attack is ORACLE:
             return self.reward == 1.0
+        if self.attack is NOOP:
+            return self.reward == 0.0 and self.termination == Termination.COMPLETED
         if attribute(self.termination) == Attribution.INFRASTRUCTURE:
             return False  # the pipeline broke, or was made to look broken: the attack proved nothing
         if self.limits and not (
@@ -100,8 +104,8 @@ def run_suite(
     shipped: Sequence[Path] = (),
     backends: Sequence[str] = ("local",),
 ) -> list[Outcome]:
-    """Per backend: the oracle of every task first, then every attack on every task of a kind
-    it names (``shipped`` tasks are of kind ``shipped``)."""
+    """Per backend: the oracle and the no-op of every task first, then every attack on every task
+    of a kind it names (``shipped`` tasks are of kind ``shipped``)."""
     chosen = list(ALL_ATTACKS if attacks is None else attacks)
     workdir = Path(tempfile.mkdtemp(prefix="legorl-redteam-", dir="/var/tmp"))
     proxy = ProxyServer(
@@ -138,7 +142,7 @@ def run_suite(
                     time.monotonic() - start, limits,
                 )  # fmt: skip
 
-            outcomes += [trial((ORACLE, t)) for t in targets]
+            outcomes += [trial((honest, t)) for honest in (ORACLE, NOOP) for t in targets]
             jobs = [(a, t) for a in chosen for t in targets if t.kind in a.kinds]
             with ThreadPoolExecutor(max(1, workers)) as pool:
                 outcomes += list(pool.map(trial, jobs))
@@ -237,7 +241,7 @@ def reported_limits() -> set[str]:
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
-    attacks = [o for o in outcomes if o.attack is not ORACLE]
+    attacks = [o for o in outcomes if o.attack not in (ORACLE, NOOP)]
     return {
         "attacks": len({o.attack.name for o in attacks}),
         "trials": len(attacks),
@@ -249,6 +253,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "infrastructure": sum(attribute(o.termination) == Attribution.INFRASTRUCTURE for o in attacks),
         "missed_detections": sum(not o.ok and o.reward == 0.0 for o in attacks),
         "oracle_ok": all(o.ok for o in outcomes if o.attack is ORACLE),
+        "noop_ok": all(o.ok for o in outcomes if o.attack is NOOP),
     }
 
 
