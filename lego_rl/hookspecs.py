@@ -82,3 +82,16 @@ def legorl_register_trainer(register: Register) -> None:
 @hookspec
 def legorl_register_observer(register: Register) -> None:
     """Register observers of run events (run store, dashboards, metric sinks)."""
+
+
+# Tools: what a plugin adds to the command line (no kind: nothing a spec names).
+@hookspec
+def legorl_register_benchmarks(register: Register) -> None:
+    """Register benchmarks of ``legorl bench NAME``: ``register(name, main)``, where
+    ``main(args: list[str]) -> dict`` takes the command's remaining arguments, prints what it
+    measures and returns its figures (printed as one JSON object on the last line)."""
+
+
+@hookspec
+def legorl_register_commands(cli: Any) -> None:
+    """Add commands to the ``legorl`` command line (a typer app: ``cli.command()(function)``)."""

@@ -30,6 +30,10 @@ GROUP = "lego_rl"
 ENV_ALLOW = "LEGORL_LOAD_PLUGINS"
 
 
+Benchmark = Callable[[list[str]], dict[str, Any]]
+"""A benchmark's ``main``: the command's remaining arguments in, its figures out."""
+
+
 class NoOptions(BaseModel):
     """Options model of a plugin that takes none."""
 
@@ -92,6 +96,7 @@ class Registry:
         self.pm = pluggy.PluginManager(GROUP)
         self.pm.add_hookspecs(hookspecs)
         self._plugins: dict[str, dict[str, PluginInfo]] = {k: {} for k in KINDS}
+        self._benchmarks: dict[str, tuple[Benchmark, str]] = {}
         self._dists: dict[int, tuple[str, str]] = {}
 
     # -------------------------------------------------------------- loading
@@ -159,6 +164,9 @@ class Registry:
             for impl in hook.get_hookimpls():
                 if impl.plugin is module:
                     impl.function(register=self._register_for(kind, distribution, version))
+        for impl in self.pm.hook.legorl_register_benchmarks.get_hookimpls():
+            if impl.plugin is module:
+                impl.function(register=self._register_benchmark(distribution))
 
     def remove_module(self, module: object) -> None:
         """Unregister a module and everything it registered (for hermetic tests)."""
@@ -169,6 +177,18 @@ class Registry:
         for by_name in self._plugins.values():
             for key in [k for k, p in by_name.items() if (p.distribution, p.version) == dist]:
                 del by_name[key]
+        for key in [k for k, (_, d) in self._benchmarks.items() if d == dist[0]]:
+            del self._benchmarks[key]
+
+    def _register_benchmark(self, distribution: str) -> Callable[[str, Benchmark], None]:
+        def register(name: str, main: Benchmark) -> None:
+            if name in self._benchmarks:
+                raise RegistryError(
+                    f"benchmark {name!r} registered twice: by {self._benchmarks[name][1]} and by {distribution}"
+                )
+            self._benchmarks[name] = (main, distribution)
+
+        return register
 
     def _register_for(self, kind: str, distribution: str, version: str) -> Callable[..., None]:
         def register(
@@ -195,6 +215,14 @@ class Registry:
         return register
 
     # -------------------------------------------------------------- lookups
+
+    def benchmarks(self) -> dict[str, Benchmark]:
+        """Benchmark name -> its ``main(args) -> figures``, of every loaded plugin."""
+        return {name: main for name, (main, _) in sorted(self._benchmarks.items())}
+
+    def add_commands(self, cli: Any) -> None:
+        """Let every loaded plugin add its commands to the ``legorl`` typer app."""
+        self.pm.hook.legorl_register_commands(cli=cli)
 
     def names(self, kind: str) -> list[str]:
         return sorted(self._plugins[_check_kind(kind)])

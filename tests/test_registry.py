@@ -152,3 +152,44 @@ def test_entry_point_with_a_misspelled_hook_is_named(
     entry_points.append(importlib.metadata.EntryPoint("typo", "legorl_fake_typo", GROUP))
     with pytest.raises(RegistryError, match="entry point 'typo' .* failed to register"):
         Registry.discover()
+
+
+class Tools:
+    """A plugin that adds a benchmark and a command (the tools hooks)."""
+
+    @hookimpl
+    def legorl_register_benchmarks(self, register: Any) -> None:
+        register("echo", lambda args: {"args": args})
+
+    @hookimpl
+    def legorl_register_commands(self, cli: Any) -> None:
+        @cli.command("hello")
+        def hello() -> None:
+            """Say hello."""
+            print("hello from a plugin")
+
+
+def test_plugins_add_benchmarks_and_commands() -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    registry = Registry()
+    tools = Tools()
+    registry.add_module(tools, name="tools")
+    assert registry.benchmarks()["echo"](["--x"]) == {"args": ["--x"]}
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    registry.add_commands(app)
+    assert CliRunner().invoke(app, ["hello"]).stdout == "hello from a plugin\n"
+    with pytest.raises(RegistryError, match="benchmark 'echo' registered twice"):
+        registry.add_module(Tools(), name="tools-again")
+    registry.remove_module(tools)
+    assert "echo" not in registry.benchmarks()
+
+
+def test_first_party_benchmarks_and_the_redteam_command_come_through_the_registry() -> None:
+    registry = Registry.discover()
+    assert {"sandbox", "consistency", "inference"} <= set(registry.benchmarks())
+    from lego_rl.cli.main import app
+
+    assert "redteam" in {c.name or c.callback.__name__ for c in app.registered_commands}

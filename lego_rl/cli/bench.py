@@ -1,7 +1,8 @@
 """``legorl bench NAME``: measurements that print JSON on their last line.
 
-Each benchmark is a function ``main(args: list[str]) -> dict`` in its own module, imported
-only when asked for (some need torch). Plugins' benchmarks live beside the plugin.
+Each benchmark is a function ``main(args: list[str]) -> dict``. The core's own are imported
+only when asked for; plugins register theirs through ``legorl_register_benchmarks`` (e.g.
+``sandbox`` from legorl-std, ``consistency`` and ``inference`` from legorl-embedded).
 """
 
 from __future__ import annotations
@@ -13,32 +14,40 @@ from typing import Annotated
 import typer
 
 from lego_rl.cli.common import err
+from lego_rl.registry import Benchmark, RegistryError, default_registry
 
-BENCHMARKS: dict[str, str] = {
+CORE_BENCHMARKS: dict[str, str] = {
     "proxy": "lego_rl.bench.proxy:main",
-    "sandbox": "legorl_std.bench_sandbox:main",
-    "consistency": "legorl_embedded.bench_consistency:main",
-    "inference": "legorl_embedded.bench_inference:main",
     "schedule": "lego_rl.bench.schedule:main",
     "learn": "lego_rl.bench.learn:main",
 }
-"""Benchmark name -> "module:function"."""
+"""The core's benchmarks: name -> "module:function"."""
 
 
 def bench(
-    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(BENCHMARKS)}.")],
+    name: Annotated[str, typer.Argument(help="A benchmark: proxy, schedule, learn, or one a plugin registers.")],
     args: Annotated[list[str] | None, typer.Argument(help="Options passed to the benchmark.")] = None,
 ) -> None:
     """Run a benchmark; its figures are printed as one JSON object on the last line."""
-    target = BENCHMARKS.get(name)
-    if target is None:
-        err.print(f"unknown benchmark {name!r} (available: {', '.join(BENCHMARKS)})")
-        raise typer.Exit(2)
-    module_name, _, func = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        err.print(f"benchmark {name!r} is not available here: {exc}")
-        raise typer.Exit(1) from None
-    figures = getattr(module, func)(list(args or []))
+    figures = _find(name)(list(args or []))
     typer.echo(json.dumps(figures, sort_keys=True))
+
+
+def _find(name: str) -> Benchmark:
+    if name in CORE_BENCHMARKS:
+        module_name, _, func = CORE_BENCHMARKS[name].partition(":")
+        try:
+            return getattr(importlib.import_module(module_name), func)  # type: ignore[no-any-return]
+        except ModuleNotFoundError as exc:
+            err.print(f"benchmark {name!r} is not available here: {exc}")
+            raise typer.Exit(1) from None
+    try:
+        plugins = default_registry().benchmarks()
+    except RegistryError as exc:
+        err.print(f"cannot load the plugins' benchmarks: {exc}")
+        raise typer.Exit(1) from None
+    if name not in plugins:
+        available = sorted({*CORE_BENCHMARKS, *plugins})
+        err.print(f"unknown benchmark {name!r} (available: {', '.join(available)})")
+        raise typer.Exit(2)
+    return plugins[name]

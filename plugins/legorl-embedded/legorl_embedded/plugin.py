@@ -78,3 +78,23 @@ def legorl_register_optimizer(register: Any) -> None:
 @hookimpl
 def legorl_register_trainer(register: Any) -> None:
     register("embedded", embedded, options=EmbeddedTrainerOptions)
+
+
+def consistency_bench(args: list[str]) -> dict[str, Any]:
+    """Train/inference consistency with routing replay off and on (torch loads on use)."""
+    from legorl_embedded.bench_consistency import main
+
+    return main(args)
+
+
+def inference_bench(args: list[str]) -> dict[str, Any]:
+    """Batched embedded sampling throughput by concurrency (torch loads on use)."""
+    from legorl_embedded.bench_inference import main
+
+    return main(args)
+
+
+@hookimpl
+def legorl_register_benchmarks(register: Any) -> None:
+    register("consistency", consistency_bench)
+    register("inference", inference_bench)

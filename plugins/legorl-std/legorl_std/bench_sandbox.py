@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lego_rl import hookimpl
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
@@ -122,3 +123,8 @@ def main(args: list[str]) -> dict[str, Any]:
     for line in (f"{k}: {v}" for k, v in figures.items()):
         print(line)
     return figures
+
+
+@hookimpl
+def legorl_register_benchmarks(register: Any) -> None:
+    register("sandbox", main)

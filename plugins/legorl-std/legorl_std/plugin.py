@@ -5,13 +5,17 @@ from legorl_std.bugfix_tasks import legorl_register_bugfix_tasks as legorl_regis
 from legorl_std.dialects import legorl_register_dialect
 from legorl_std.filters import legorl_register_filter
 from legorl_std.harbor_tasks import legorl_register_tasks
+from legorl_std.bench_sandbox import legorl_register_benchmarks
 from legorl_std.local_sandbox import legorl_register_sandbox
+from legorl_std.redteam.command import legorl_register_commands
 from legorl_std.scripted_harness import legorl_register_harness
 from legorl_std.store_observer import legorl_register_observer
 from legorl_std.test_script import legorl_register_verifier
 
 __all__ = [
     "legorl_register_anticheat",
+    "legorl_register_benchmarks",
+    "legorl_register_commands",
     "legorl_register_dialect",
     "legorl_register_filter",
     "legorl_register_harness",

@@ -1,6 +1,7 @@
 """``legorl redteam``: attack the sandbox, the verifier and the anti-cheat policies.
 
-Runs the red-team suite of the installed ``legorl-std`` (``legorl_std.redteam``) on every task
+A command legorl-std adds to the command line (``legorl_register_commands``). Runs the
+red-team suite (:mod:`legorl_std.redteam`) on every task
 kind and sandbox backend asked for: every attack must end with reward 0 (``cheat_blocked``
 where a policy detects it) and never as an infrastructure failure, while the honest oracle of
 each task gets 1. Prints a table, then one JSON line.
@@ -15,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from lego_rl import hookimpl
 from lego_rl.cli.common import err, out
 
 
@@ -32,12 +34,9 @@ def redteam(
     ] = None,
 ) -> None:
     """Run the red-team suite; exit 1 on any false reward, a failed oracle or a laundered failure."""
-    try:
-        from legorl_std.redteam.catalog import ALL_ATTACKS
-        from legorl_std.redteam.suite import available_backends, run_suite, summary
-    except ModuleNotFoundError as exc:
-        err.print(f"the red-team suite comes with legorl-std, which is not importable here: {exc}")
-        raise typer.Exit(1) from None
+    from legorl_std.redteam.catalog import ALL_ATTACKS  # the suite imports the engine: on use only
+    from legorl_std.redteam.suite import available_backends, run_suite, summary
+
     names = {a.name for a in ALL_ATTACKS}
     unknown = sorted(set(only or []) - names)
     if unknown:
@@ -67,3 +66,8 @@ def redteam(
     failed = not figures["oracle_ok"] or not figures["noop_ok"] or figures["missed_detections"]
     if failed or figures["false_rewards"] or figures["infrastructure"]:
         raise typer.Exit(1)
+
+
+@hookimpl
+def legorl_register_commands(cli: typer.Typer) -> None:
+    cli.command()(redteam)
