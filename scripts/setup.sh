@@ -128,7 +128,7 @@ pip_install() {
 # torch first and pinned: an unpinned resolve would pull a newer multi-GB build.
 pip_install "torch==2.13.0"
 pip_install -e ".[test]" -e plugins/legorl-std -e plugins/legorl-embedded -e plugins/legorl-mini-swe-agent \
-    -e plugins/legorl-claude-code -e plugins/legorl-codex -e contrib/legorl-opencode \
+    -e plugins/legorl-claude-code -e plugins/legorl-codex -e contrib/legorl-opencode -e contrib/legorl-docker \
     -e plugins/legorl-openhands -e plugins/legorl-harbor -e plugins/legorl-swe-bench \
     -e plugins/legorl-vllm -e plugins/legorl-verl
 echo "$want" > "$STAMP"
