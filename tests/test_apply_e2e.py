@@ -1,15 +1,12 @@
 """`legorl apply` on the quickstart spec, end to end: real harness, proxy, sandbox, verifier, trainer."""
 
-import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lego_rl.data import Trajectory
-from lego_rl.observe.store import STORE_FILE, read_steps, read_trials
+from lego_rl.observe.store import read_calls, read_steps, read_trajectory, read_trials
 
 # The module's real run has a limit of its own (900 s): the test's is above it (the
 # default per-test timeout is 600 s).
@@ -70,14 +67,10 @@ def test_every_trial_records_a_reason_and_calls(run_dir: Path) -> None:
 @pytest.mark.slow
 def test_trained_positions_hold_exactly_the_sampled_tokens(run_dir: Path) -> None:
     """Every mask-1 token of every trajectory is a token the backend sampled, with its log-prob."""
-    db = sqlite3.connect(run_dir / STORE_FILE)
-    calls: dict[str, list[dict]] = {}
-    for (data,) in db.execute("SELECT data FROM events WHERE kind = 'call' ORDER BY id"):
-        record = json.loads(data)["record"]
-        calls.setdefault(record["session"], []).append(record)
     checked = 0
     for t in read_trials(run_dir):
-        traj = Trajectory.model_validate_json((run_dir / t["trajectory_path"]).read_text())
+        traj = read_trajectory(run_dir, t["trial_id"])
+        assert traj is not None, t["trial_id"]
         trained = [
             (tok, lp)
             for seg in traj.segments
@@ -86,9 +79,9 @@ def test_trained_positions_hold_exactly_the_sampled_tokens(run_dir: Path) -> Non
         ]
         sampled = [
             pair
-            for rec in sorted(calls.get(t["trial_id"], []), key=lambda r: r["index"])
-            if rec["index"] not in traj.rolled_back and not rec.get("error")
-            for pair in zip(rec["completion_ids"], rec["logprobs"], strict=True)
+            for rec in read_calls(run_dir, t["trial_id"])
+            if rec.index not in traj.rolled_back and not rec.error
+            for pair in zip(rec.completion_ids, rec.logprobs, strict=True)
         ]
         assert trained == sampled
         checked += len(trained)

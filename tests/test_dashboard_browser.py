@@ -17,6 +17,7 @@ import pytest
 from lego_rl.data import TrialResult
 from lego_rl.kinds import Event
 from lego_rl.observe.export import export_html
+from lego_rl.observe.reader import connect
 from lego_rl.observe.report import write_report
 from lego_rl.observe.server import DashboardServer
 from lego_rl.observe.store import RunStore
@@ -83,7 +84,8 @@ def check_views(page: Any) -> None:
     assert count(page, "svg[data-chart=reward_hacking_rewarded] circle") == 0  # none rewarded
     assert count(page, "svg[data-chart=trials] circle") == trials
     # the trial browser: filter, then open the trial whose trajectory is stored
-    trial_id = min(p.stem for p in (RUN / "trajectories").glob("*.json"))
+    with connect(RUN) as db:
+        trial_id = min(t for (t,) in db.execute("SELECT trial_id FROM trajectories"))
     page.select_option("#f-task", "fix-pass-mark")
     assert count(page, ".trial-list button") == 2
     page.click(f".trial-list button[data-trial='{trial_id}']")

@@ -33,7 +33,7 @@ from lego_rl.engine.pool import RolloutPool
 from lego_rl.engine.resume import Recovered, engine_state, restore_pool, slot_of
 from lego_rl.engine.simulate import lognormal_plan
 from lego_rl.kinds import Event
-from lego_rl.observe.store import STORE_FILE, RunStore, read_steps
+from lego_rl.observe.store import STORE_FILE, RunStore, read_steps, read_trials
 from test_scheduler import make_pool
 
 # The scenario (three real runs of up to HANG_S each) is set up within the first test's
@@ -171,7 +171,12 @@ def query(run_dir: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def stored_trials(run_dir: Path) -> dict[str, dict[str, Any]]:
-    return {tid: json.loads(r) for tid, r in query(run_dir, "SELECT trial_id, result FROM trials")}
+    if not (run_dir / STORE_FILE).is_file():
+        return {}
+    try:
+        return {t["trial_id"]: t for t in read_trials(run_dir)}
+    except sqlite3.OperationalError:  # no event written yet: no tables
+        return {}
 
 
 def events(run_dir: Path, kind: str) -> list[tuple[float, dict[str, Any]]]:

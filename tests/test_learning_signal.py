@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from lego_rl.data import Trajectory
-from lego_rl.observe.store import STORE_FILE, read_steps, read_trials
+from lego_rl.observe.store import STORE_FILE, read_calls, read_steps, read_trajectory, read_trials
 
 torch = pytest.importorskip("torch")
 
@@ -64,13 +64,11 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def sampled_tokens(run_dir: Path, trial: dict, rolled_back: list[int]) -> list[tuple[int, float]]:
     """Every (id, log-prob) the inference backend sampled for the trial, in call order."""
-    db = sqlite3.connect(run_dir / STORE_FILE)
-    records = [json.loads(d)["record"] for (d,) in db.execute("SELECT data FROM events WHERE kind = 'call'")]
     return [
         pair
-        for rec in sorted((r for r in records if r["session"] == trial["trial_id"]), key=lambda r: r["index"])
-        if rec["index"] not in rolled_back and not rec.get("error")
-        for pair in zip(rec["completion_ids"], rec["logprobs"], strict=True)
+        for rec in read_calls(run_dir, trial["trial_id"])
+        if rec.index not in rolled_back and not rec.error
+        for pair in zip(rec.completion_ids, rec.logprobs, strict=True)
     ]
 
 
@@ -102,7 +100,8 @@ def test_a_step_trains_on_proxy_recorded_tokens_with_a_nonzero_gradient(run_dir:
     for trial in read_trials(run_dir):
         if trial["group"].startswith("eval-") or trial["step"] not in trained_steps:
             continue
-        traj = Trajectory.model_validate_json((run_dir / trial["trajectory_path"]).read_text())
+        traj = read_trajectory(run_dir, trial["trial_id"])
+        assert traj is not None, trial["trial_id"]
         trained = [
             (tok, lp)
             for seg in traj.segments
@@ -127,7 +126,7 @@ def test_the_update_raises_log_probs_of_the_rewarded_trajectories(run_dir: Path)
     change = {
         t["trial_id"]: trained_logprob(after, traj) - trained_logprob(before, traj)
         for t in trials
-        if (traj := Trajectory.model_validate_json((run_dir / t["trajectory_path"]).read_text())).segments
+        if (traj := read_trajectory(run_dir, t["trial_id"])) is not None and traj.segments
     }
     rewarded = [change[t["trial_id"]] for t in trials if t["reward"] == 1.0 and t["trial_id"] in change]
     failed = [change[t["trial_id"]] for t in trials if t["reward"] == 0.0 and t["trial_id"] in change]

@@ -14,12 +14,18 @@ from starlette.testclient import TestClient
 from lego_rl.data import CallRecord, Termination, TrialResult
 from lego_rl.kinds import Event
 from lego_rl.observe.export import export_html
-from lego_rl.observe.reader import RunReader, find_runs
+from lego_rl.observe.reader import RunReader, connect, find_runs
 from lego_rl.observe.server import check_bind, create_app
 from lego_rl.observe.store import RunStore
 from lego_rl.observe.view import RunView, metric_keys
 
 RUN = Path(__file__).parent / "fixtures" / "quickstart-run"
+
+
+def stored_trajectory() -> str:
+    """The first trial of the recorded run whose trajectory the store keeps."""
+    with connect(RUN) as db:
+        return min(t for (t,) in db.execute("SELECT trial_id FROM trajectories"))
 
 
 def test_recorded_run_gives_one_row_per_step() -> None:
@@ -49,7 +55,7 @@ def test_metric_names_are_read_defensively() -> None:
 
 def test_trial_detail_has_calls_segments_and_transcript() -> None:
     view = RunView(RunReader(RUN))
-    trial_id = min(p.stem for p in (RUN / "trajectories").glob("*.json"))
+    trial_id = stored_trajectory()
     detail = view.trial(trial_id)
     assert detail is not None
     assert len(detail["calls"]) == detail["result"]["calls"] == 3

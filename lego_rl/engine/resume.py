@@ -8,7 +8,8 @@ overwritten: the run goes to the first free ``name-N``.
 Trials a killed run finished after its last checkpoint are in the run store but not in the
 checkpoint. :func:`restore_pool` hands them back to the resumed pool (:class:`Recovered`)
 when they were sampled with weights the checkpoint holds, instead of running them again;
-and it gives the resumed run's trials names no earlier attempt used.
+and it gives the resumed run's trials names no earlier attempt used. A run directory whose
+store is of the first schema is converted (:mod:`lego_rl.observe.migrate`) when it resumes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from typing import Any
 
 import yaml
 
-from lego_rl.data import Attribution, Termination, Trajectory, TrialResult
+from lego_rl.data import Attribution, Termination, TrialResult
 from lego_rl.engine.pool import Job, Launcher, RolloutPool
-from lego_rl.observe.store import STORE_FILE, count_events, read_trials
+from lego_rl.observe.migrate import migrate, store_version
+from lego_rl.observe.store import (
+    SCHEMA_VERSION,
+    STORE_FILE,
+    count_events,
+    read_results,
+    read_trials,
+)
 from lego_rl.spec.models import Spec
 
 LAST_CHECKPOINT = Path("checkpoints") / "last"
@@ -67,7 +75,8 @@ def choose_run_dir(spec: Spec) -> RunDir:
     checkpoint = checkpoint_of(wanted)
     if spec.run.resume and checkpoint is not None:
         if spec_matches(wanted, spec):
-            return RunDir(wanted, checkpoint, f"resuming {wanted} from {checkpoint}")
+            note = f"resuming {wanted} from {checkpoint}{_convert(wanted)}"
+            return RunDir(wanted, checkpoint, note)
         why = f"{wanted} holds a run of a different spec"
     elif checkpoint is not None:
         why = f"{wanted} holds an earlier run (run.resume is off)"
@@ -75,6 +84,13 @@ def choose_run_dir(spec: Spec) -> RunDir:
         why = f"{wanted} holds an earlier run without a checkpoint"
     fresh = fresh_run_dir(wanted)
     return RunDir(fresh, None, "" if fresh == wanted else f"{why}; this one goes to {fresh}")
+
+
+def _convert(run_dir: Path) -> str:
+    """Bring a resumed directory's store to this lego-rl's schema; what was done, for the note."""
+    if store_version(run_dir) in (0, SCHEMA_VERSION):
+        return ""
+    return f" (its store converted: {migrate(run_dir).line()})"
 
 
 def restarts(run_dir: Path) -> int:
@@ -147,8 +163,8 @@ def recoverable(run_dir: Path, state: dict[str, Any], staleness: int) -> dict[Sl
     found: dict[Slot, TrialResult] = {}
     if not (run_dir / STORE_FILE).is_file():
         return found
-    stored = read_trials(run_dir, min_step=version - staleness - 1)
-    for summary in stored:
+    wanted: list[tuple[Slot, dict[str, Any]]] = []
+    for summary in read_trials(run_dir, min_step=version - staleness - 1):
         slot = slot_of(summary)
         if slot is None or slot[0] < first:
             continue
@@ -157,9 +173,11 @@ def recoverable(run_dir: Path, state: dict[str, Any], staleness: int) -> dict[Sl
         if summary.get("termination") == Termination.CANCELLED.value:
             continue
         versions = [summary.get("step", 0)] + [v for v, _ in summary.get("call_versions", [])]
-        result = _load(run_dir, summary) if max(versions) <= version else None
-        if result is not None:
-            found[slot] = result
+        if max(versions) <= version:
+            wanted.append((slot, summary))
+    # a trial whose trajectory is gone from the store is run again
+    results = read_results(run_dir, [summary for _, summary in wanted])
+    found.update((slot, r) for (slot, _), r in zip(wanted, results, strict=True) if r is not None)
     return found
 
 
@@ -193,14 +211,3 @@ class Recovered:
 
     def abort(self, job: Job, why: str = "") -> TrialResult:
         return self.inner.abort(job, why)
-
-
-def _load(run_dir: Path, summary: dict[str, Any]) -> TrialResult | None:
-    """A stored trial with its trajectory file put back (None when the file is gone)."""
-    fields = {k: v for k, v in summary.items() if k != "trajectory_path"}
-    if summary.get("trajectory_path"):
-        path = run_dir / summary["trajectory_path"]
-        if not path.is_file():
-            return None
-        fields["trajectory"] = Trajectory.model_validate_json(path.read_text())
-    return TrialResult.model_validate(fields)

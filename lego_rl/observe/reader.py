@@ -1,4 +1,7 @@
-"""Read a run store without ever writing to it: safe while the run writes (WAL), many at once."""
+"""Read a run store without ever writing to it: safe while the run writes (WAL), many at once.
+
+A store of another schema is refused, saying what to do (``store.StoreVersionError``).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lego_rl.observe import store
-from lego_rl.observe.store import STORE_FILE
+from lego_rl.data import CallRecord, Trajectory
+from lego_rl.observe import decode, store
+from lego_rl.observe.layout import MAIN_SLOT, STORE_FILE, open_readonly
 
 
 def is_run_dir(path: Path) -> bool:
@@ -32,7 +36,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
 @contextmanager
 def connect(run_dir: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection (``mode=ro``): the dashboard cannot change a run."""
-    db = sqlite3.connect(f"file:{Path(run_dir) / STORE_FILE}?mode=ro", uri=True)
+    db = open_readonly(run_dir)
     try:
         yield db
     finally:
@@ -44,6 +48,7 @@ class RunReader:
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
+        self._dictionaries = decode.Dictionaries()
 
     def version(self) -> int:
         """Grows with every event: a reader can tell whether anything changed."""
@@ -92,8 +97,18 @@ class RunReader:
             return [{**json.loads(m), "time": t} for t, m in rows]
 
     def trials(self) -> list[dict[str, Any]]:
-        """Every finished trial (TrialResult JSON without the trajectory), with its end time."""
-        return [{**d["result"], "time": t} for t, d in self.events("trial_end") if "result" in d]
+        """Every finished trial (TrialResult JSON without trajectories), with its end time, in
+        the order stored."""
+        with connect(self.run_dir) as db:
+            rows = db.execute("SELECT time, result FROM trials ORDER BY rowid").fetchall()
+            return [{**self._dictionaries.summary(db, r), "time": t} for t, r in rows]
+
+    def trial(self, trial_id: str) -> dict[str, Any] | None:
+        with connect(self.run_dir) as db:
+            row = db.execute(
+                "SELECT time, result FROM trials WHERE trial_id = ?", (trial_id,)
+            ).fetchone()
+            return {**self._dictionaries.summary(db, row[1]), "time": row[0]} if row else None
 
     def reward_hacking(self) -> dict[int, dict[str, Any]]:
         """Per training step, trials the ``reward-hacking`` policy flagged (see
@@ -115,30 +130,31 @@ class RunReader:
             return [dict(zip(cols, row)) for row in rows]
 
     def call_records(self, session: str) -> list[dict[str, Any]]:
-        """The call events of one proxy session (one trial), in order."""
-        with connect(self.run_dir) as db:
-            rows = db.execute(
-                "SELECT data FROM events WHERE kind = 'call' "
-                "AND json_extract(data, '$.record.session') = ? ORDER BY id",
-                (session,),
-            )
-            return [json.loads(d)["record"] for (d,) in rows]
+        """The calls of one proxy session (one trial) by index: each record as JSON without its
+        prompt (``prompt_tokens`` says how long it was), with its completion and log-probs."""
+        return [
+            c.model_dump(mode="json", exclude={"prompt_ids", "prompt_routing", "routing"})
+            | {"prompt_tokens": len(c.prompt_ids)}
+            for c in self.calls_exact(session)
+        ]
 
-    def trajectory(self, relative: str) -> dict[str, Any] | None:
-        """A trajectory file written beside the store (None when absent, e.g. trimmed)."""
-        path = (self.run_dir / relative).resolve()
-        if not relative or self.run_dir.resolve() not in path.parents or not path.is_file():
-            return None
-        return json.loads(path.read_text())
+    def calls_exact(self, session: str) -> list[CallRecord]:
+        """The calls of one session with every token array (prompt ids and routing too)."""
+        with connect(self.run_dir) as db:
+            return decode.calls(db, session, self._dictionaries)
+
+    def trajectory(self, trial_id: str, slot: int = MAIN_SLOT) -> Trajectory | None:
+        """A trial's trajectory (slot 0: the main agent's; None when not stored)."""
+        with connect(self.run_dir) as db:
+            return decode.trajectories(db, trial_id, self._dictionaries).get(slot)
 
     def proxy_tool_calls(self) -> dict[str, list[dict[str, Any]]]:
         """Tool calls the proxy recorded per session, where its call events carry them."""
         out: dict[str, list[dict[str, Any]]] = {}
         with connect(self.run_dir) as db:
             rows = db.execute(
-                "SELECT json_extract(data, '$.record.session'), "
-                "json_extract(data, '$.record.tool_calls') FROM events WHERE kind = 'call' "
-                "AND json_extract(data, '$.record.tool_calls') IS NOT NULL ORDER BY id"
+                "SELECT session, json_extract(record, '$.tool_calls') FROM calls "
+                "WHERE json_extract(record, '$.tool_calls') IS NOT NULL ORDER BY session, idx"
             )
             for session, calls in rows:
                 out.setdefault(session, []).extend(json.loads(calls))

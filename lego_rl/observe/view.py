@@ -10,6 +10,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
+from lego_rl.data import Trajectory
 from lego_rl.observe.behaviour import actions, step_behaviour, tool_calls, trial_behaviour
 from lego_rl.observe.reader import RunReader
 from lego_rl.observe.report import is_evaluation, moving_mean, read_report
@@ -177,7 +178,7 @@ class RunView:
 
     def trial(self, trial_id: str) -> dict[str, Any] | None:
         """One trial opened: result, calls, segments (rewrites marked), tool calls, transcript."""
-        trial = next((t for t in self.reader.trials() if t.get("trial_id") == trial_id), None)
+        trial = self.reader.trial(trial_id)
         if trial is None:
             return None
         harness = self.reader.info()["harness"]
@@ -186,7 +187,7 @@ class RunView:
         return {
             "result": trial,
             "calls": _call_summaries(records, self.reader.calls(trial_id)),
-            "segments": _segments(self.reader.trajectory(trial.get("trajectory_path", ""))),
+            "segments": _segments(self.reader.trajectory(trial_id)),
             "tool_calls": [
                 {
                     "name": c.name,
@@ -202,7 +203,7 @@ class RunView:
 def _call_summaries(
     records: list[dict[str, Any]], rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Call events (no prompt ids: the store drops them) joined with the calls table's counts."""
+    """Call records (their prompts left out) joined with the calls table's counts."""
     prompt = {r["idx"]: r["prompt_tokens"] for r in rows}
     return [{**_call_summary(r), "prompt_tokens": prompt.get(r.get("index"))} for r in records]
 
@@ -221,21 +222,21 @@ def _call_summary(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _segments(trajectory: dict[str, Any] | None) -> dict[str, Any] | None:
+def _segments(trajectory: Trajectory | None) -> dict[str, Any] | None:
     """Each segment's size and calls; every segment after the first began with a rewrite."""
     if trajectory is None:
         return None
     return {
-        "rolled_back": trajectory.get("rolled_back", []),
+        "rolled_back": trajectory.rolled_back,
         "segments": [
             {
                 "index": i,
-                "tokens": len(s.get("ids", [])),
-                "trained": sum(s.get("loss_mask", [])),
-                "calls": s.get("calls", []),
+                "tokens": len(s.ids),
+                "trained": s.trained_tokens,
+                "calls": s.calls,
                 "rewrite": i > 0,
             }
-            for i, s in enumerate(trajectory.get("segments", []))
+            for i, s in enumerate(trajectory.segments)
         ],
     }
 
