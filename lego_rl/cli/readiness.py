@@ -72,18 +72,55 @@ def check(resolved: Resolved, registry: Registry, spec_path: Path) -> Readiness:
         spec=spec, run_dir=spec.run.run_dir.resolve(), spec_dir=spec_path.resolve().parent
     )
     readiness = Readiness(resolved)
+    built: dict[str, Any] = {}
+    owner = _rollout_owner(resolved, registry, ctx, built)
     for block in resolved.blocks:
-        if block.info is not None:
-            readiness.findings.extend(_preflight(block, registry, ctx))
+        if block.info is None:
+            continue
+        if owner is not None and block.kind == "inference":
+            readiness.findings.append(_owned(block, owner))
+        else:
+            readiness.findings.extend(_preflight(block, registry, ctx, built.get(block.path)))
     return readiness
 
 
-def _preflight(block: ResolvedBlock, registry: Registry, ctx: BuildContext) -> list[Finding]:
-    name = block.block.plugin
+def _rollout_owner(
+    resolved: Resolved, registry: Registry, ctx: BuildContext, built: dict[str, Any]
+) -> str | None:
+    """The trainer's name when it runs its own rollout servers (as ``apply`` sees it: then no
+    inference block is built, so none is checked); None otherwise or when it cannot be built
+    (its preflight then reports why). The trainer built here goes into ``built``."""
+    block = next((b for b in resolved.blocks if b.kind == "trainer"), None)
+    if block is None or block.info is None:
+        return None
     try:
-        component = registry.build(block.kind, name, block.options, ctx)
-    except Exception as exc:
-        return [_crash(block, "could not be built", exc)]
+        trainer = registry.build(block.kind, block.block.plugin, block.options, ctx)
+    except Exception:  # reported by the trainer's own preflight
+        return None
+    built[block.path] = trainer
+    return block.block.plugin if getattr(trainer, "owns_rollout", False) else None
+
+
+def _owned(block: ResolvedBlock, owner: str) -> Finding:
+    return Finding(
+        block.path,
+        block.block.plugin,
+        f"inference {block.block.plugin!r} is served by the rollout of trainer {owner!r}, in the "
+        "trainer's environment: lego-rl launches no server for it and does not check it",
+        fix=f"trainer {owner}'s findings name that environment",
+        fatal=False,
+    )
+
+
+def _preflight(
+    block: ResolvedBlock, registry: Registry, ctx: BuildContext, component: Any = None
+) -> list[Finding]:
+    name = block.block.plugin
+    if component is None:
+        try:
+            component = registry.build(block.kind, name, block.options, ctx)
+        except Exception as exc:
+            return [_crash(block, "could not be built", exc)]
     preflight = getattr(component, "preflight", None)
     if not callable(preflight):
         return []

@@ -16,6 +16,7 @@ from lego_rl.spec.models import Spec
 from lego_rl.spec.resolve import resolve
 from legorl_verl.config import TASKS_FILE, TranslationError, resolved, translate
 from legorl_verl.dataset import write_tasks
+from legorl_verl.environment import problems as environment_problems
 from legorl_verl.options import VerlTrainerOptions
 
 
@@ -51,7 +52,8 @@ class VerlTrainer:
                 "trainer verl runs on a Ray cluster of GPU nodes",
                 fix=f"{self.options.nodes} node(s) x {self.options.gpus_per_node} GPU(s), Ray started",
                 fatal=False,
-            )
+            ),
+            *environment_problems(self.options.strategy, self.options.overrides),
         ]
 
     def plan_details(self, spec: Spec) -> dict[str, Any]:

@@ -26,6 +26,13 @@ from legorl_vllm.options import VLLMOptions
 STOP_GRACE_S = 30.0
 POLL_S = 1.0
 
+LOCK = "gpu/requirements-vllm.txt"
+"""vLLM's own environment in the lego-rl repository: vLLM 0.33 pins torch 2.14 and transformers
+>= 5.16.1, past the < 5.11 of legorl-embedded and verl, so it cannot share lego-rl's."""
+VLLM_VERSION = "0.33.0"
+"""The vLLM that lock pins (tests/test_gpu_locks.py keeps them equal)."""
+INSTALL = f"python3.12 -m venv .venv-vllm && .venv-vllm/bin/pip install -r {LOCK}"
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
@@ -170,6 +177,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 def missing_executable(executable: str) -> Problem:
     return Problem(
         f"inference 'vllm' must launch `{executable} serve`, but `{executable}` is not on PATH",
-        fix="install vLLM where the GPUs are (`pip install vllm`, CUDA only, >= 0.33), set "
-        "inference.options.executable to its path, or set inference.options.url to a running server",
+        fix=f"vLLM {VLLM_VERSION} gets its own environment ({LOCK}; its pins cannot sit beside "
+        f"lego-rl's): on the GPU machine, from the lego-rl checkout, `{INSTALL}`, then set "
+        "inference.options.executable to the absolute path of .venv-vllm/bin/vllm; or set "
+        "inference.options.url to a running server",
     )
