@@ -113,6 +113,6 @@ def test_an_attack_takes_the_fix_unless_git_history_ran_first(attack, guarded, t
 @sandboxed
 def test_the_suite_gives_the_git_attacks_no_reward():
     outcomes = suite.run_suite(list(GIT_ATTACKS), workers=2, kinds=("calc",))
-    assert [o.attack.name for o in outcomes] == ["oracle", *(a.name for a in GIT_ATTACKS)]
+    assert [o.attack.name for o in outcomes] == ["oracle", "no-op", *(a.name for a in GIT_ATTACKS)]
     assert all(o.ok for o in outcomes), [(o.attack.name, o.reward, o.termination, o.reason) for o in outcomes]
     assert outcomes[0].reward == 1.0 and all(o.reward == 0.0 for o in outcomes[1:])
