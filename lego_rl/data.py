@@ -135,6 +135,15 @@ class Sampling(BaseModel):
     seed: int | None = None
 
 
+ABORTED = "abort"
+"""``Generation.finish_reason`` of a generation stopped on request before it ended
+(:class:`lego_rl.kinds.AbortsGenerations`): the tokens drawn until then."""
+CLIENT_DISCONNECT = "client_disconnect"
+"""``CallRecord.finish_reason`` of a call whose client went away before its reply was sent
+whole: its generation was cut (or never reached anyone), so it is kept for audit and never
+trained as a reply (:func:`lego_rl.proxy.recorder.kept_calls` rolls it back)."""
+
+
 class Generation(BaseModel):
     """What the inference backend returns for one prompt."""
 
@@ -161,6 +170,7 @@ class CallRecord(BaseModel):
     routing: list[Routing] | None = None
     prompt_routing: list[Routing] | None = None
     finish_reason: str = "stop"
+    """The backend's (stop, length), or :data:`CLIENT_DISCONNECT` for a call cut by its client."""
     extends_previous: bool = False
     """True when prompt_ids start with the previous call's prompt + completion exactly."""
     policy_version: int = 0
@@ -168,6 +178,9 @@ class CallRecord(BaseModel):
     ended_at: float = 0.0
     error: str | None = None
     subagent: bool = False
+    dropped_tools: list[str] = Field(default_factory=list)
+    """Tools the harness offered that the policy did not see (a dialect's ``hosted_tools:
+    drop``), each as ``type`` or ``type:name``."""
 
 
 class Segment(BaseModel):

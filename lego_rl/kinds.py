@@ -5,6 +5,7 @@ Plugins satisfy these structurally; nothing here is meant to be subclassed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,9 @@ class ChatRequest:
     raw: dict[str, Any] = field(default_factory=dict)
     """The body's top-level fields as parsed JSON (a dialect that reads the body as texts may
     leave out the fields it parsed into the request itself)."""
+    dropped_tools: list[str] = field(default_factory=list)
+    """Tools of the body the policy does not see (hosted tools a dialect drops), each as
+    ``type`` or ``type:name``; recorded on the call."""
 
 
 @dataclass
@@ -428,6 +432,25 @@ class HarnessFiles(Protocol):
 
     def sandbox_files(self) -> list[Path]:
         """Host paths the harness needs inside, read-only, at their own paths."""
+        ...
+
+
+@runtime_checkable
+class AbortsGenerations(Protocol):
+    """An inference backend that can stop a generation in progress: the proxy's client went
+    away, and tokens nobody will read would hold the backend's slot until ``max_tokens``."""
+
+    def generate_abortable(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: Sampling,
+        abort: threading.Event,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """:meth:`Inference.generate`, ended once ``abort`` is set (seen before the next token
+        at the latest; a generation not started yet does not start): the tokens drawn until
+        then, with ``finish_reason`` :data:`lego_rl.data.ABORTED`, and the backend's slot free
+        when it returns. A generation that ended on its own first is returned as it ended."""
         ...
 
 

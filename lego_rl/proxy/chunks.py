@@ -82,6 +82,27 @@ class SpotCheck(Generic[T]):
         return reference
 
 
+def readable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, as tiktoken reads it. JSON can
+    escape a lone surrogate (a harness that cut a string inside a surrogate pair), the proxy's
+    reader keeps it as ``json`` does, and no tokenizer can encode it."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _readable_on_failure(
+    encode: Callable[[list[str]], list[list[int]]], texts: list[str]
+) -> list[list[int]]:
+    """``encode(texts)``; where the tokenizer refuses a text for a lone surrogate, the ids of
+    :func:`readable` of the texts (the check costs nothing until a text fails)."""
+    try:
+        return encode(texts)
+    except (TypeError, UnicodeEncodeError):
+        fixed = [readable(t) for t in texts]
+        if fixed == texts:
+            raise
+        return encode(fixed)
+
+
 class Encoder:
     """``tokenizer.encode(text, add_special_tokens=False)`` as a list, by the fastest exact way:
     a tiktoken twin (:mod:`lego_rl.proxy.bpe`) when one exists, else the Rust backend direct.
@@ -128,8 +149,11 @@ class Encoder:
         )
 
     def _reference(self, texts: list[str]) -> list[list[int]]:
-        """The tokenizer's own ids (through its backend when that is exact)."""
-        return self._direct(texts) if self._usable() else [self._plain(t) for t in texts]
+        """The tokenizer's own ids (through its backend when that is exact), of
+        :func:`readable` texts where a text holds a lone surrogate."""
+        if self._usable():
+            return _readable_on_failure(self._direct, texts)
+        return _readable_on_failure(lambda some: [self._plain(t) for t in some], texts)
 
     def _twinned(self, text: str) -> list[int] | None:
         """The twin's ids (checked when due); None when there is no (longer a) twin."""

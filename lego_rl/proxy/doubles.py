@@ -9,12 +9,13 @@ and a small chat template of the same ``<|im_start|>role ... <|im_end|>`` shape,
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from lego_rl.data import Generation, Sampling
+from lego_rl.data import ABORTED, Generation, Sampling
 from lego_rl.kinds import Problem
 
 SPECIAL_TOKENS = [
@@ -150,6 +151,8 @@ class ScriptedInference:
     ``samplings`` record what each call received. Tokens go to ``on_token`` one by one,
     ``token_delay`` seconds apart (so tests can see a stream arrive before generation ends);
     ``token_times`` keeps when each was handed over, ``ended`` when each generation returned.
+    ``drawn`` keeps how many tokens each generation handed over, ``aborted`` which ones were
+    stopped early (see :class:`AbortableScriptedInference`).
     """
 
     def __init__(
@@ -167,12 +170,23 @@ class ScriptedInference:
         self.samplings: list[Sampling] = []
         self.token_times: list[float] = []
         self.ended: list[float] = []
+        self.drawn: list[int] = []
+        self.aborted: list[bool] = []
 
     def generate(
         self,
         prompt_ids: Sequence[int],
         sampling: Sampling,
         on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        return self._generate(prompt_ids, sampling, on_token, None)
+
+    def _generate(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: Sampling,
+        on_token: Callable[[int, float], None] | None,
+        abort: threading.Event | None,
     ) -> Generation:
         self.prompts.append(list(prompt_ids))
         self.samplings.append(sampling)
@@ -186,13 +200,22 @@ class ScriptedInference:
         finish = "stop" if len(ids) <= sampling.max_tokens else "length"
         ids = ids[: sampling.max_tokens]
         logprobs = [scripted_logprob(i) for i in range(len(ids))]
-        for token, logprob in zip(ids, logprobs, strict=True):
-            if self.token_delay:
-                time.sleep(self.token_delay)
-            self.token_times.append(time.monotonic())
-            if on_token is not None:
-                on_token(token, logprob)
-        self.ended.append(time.monotonic())
+        drawn = 0
+        try:
+            for token, logprob in zip(ids, logprobs, strict=True):
+                if self.token_delay:
+                    time.sleep(self.token_delay)
+                if abort is not None and abort.is_set():
+                    ids, logprobs, finish = ids[:drawn], logprobs[:drawn], ABORTED
+                    break
+                self.token_times.append(time.monotonic())
+                drawn += 1
+                if on_token is not None:
+                    on_token(token, logprob)  # may raise: the generation stops there
+        finally:
+            self.ended.append(time.monotonic())
+            self.drawn.append(drawn)
+            self.aborted.append(drawn < len(ids) or finish == ABORTED)
         return Generation(
             completion_ids=ids,
             logprobs=logprobs,
@@ -202,6 +225,21 @@ class ScriptedInference:
 
     def preflight(self) -> list[Problem]:
         return []
+
+
+class AbortableScriptedInference(ScriptedInference):
+    """:class:`ScriptedInference` that offers :class:`lego_rl.kinds.AbortsGenerations`: it
+    stops before the next token once ``abort`` is set (the plain one is stopped only by an
+    ``on_token`` that raises)."""
+
+    def generate_abortable(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: Sampling,
+        abort: threading.Event,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        return self._generate(prompt_ids, sampling, on_token, abort)
 
 
 @contextmanager

@@ -9,8 +9,8 @@ splits the body into texts at ~40% of that cost and creates no objects inside th
 seen before maps to its earlier parse (:class:`TextMemo`, the message memo), and a new one is
 read by :func:`lego_rl.proxy.jsonio.loads`, with the standard library's meaning.
 
-Whatever msgspec cannot split (not an object, not JSON, not UTF-8) gives None: the caller reads
-the body the ordinary way, whose error says what is wrong.
+Whatever msgspec cannot split (not an object, not JSON, not UTF-8, nested past its recursion
+limit) gives None: the caller reads the body the ordinary way, whose error says what is wrong.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def field_texts(body: bytes) -> dict[str, bytes] | None:
     ``json.loads`` keeps), or None when ``body`` is not a JSON object."""
     try:
         fields = _FIELDS.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return {key: bytes(text) for key, text in fields.items()}
 
@@ -46,7 +46,7 @@ def item_texts(array: bytes) -> list[bytes] | None:
     """The JSON text of each item of the array ``array``, or None when it is not an array."""
     try:
         items = _ITEMS.decode(array)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return [bytes(text) for text in items]
 

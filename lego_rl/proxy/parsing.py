@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lego_rl.data import Sampling
@@ -31,25 +31,72 @@ def chat_request(
     messages: list[ChatMessage],
     tools: list[dict[str, Any]],
     settings: Settings,
+    dropped_tools: list[str] | None = None,
 ) -> ChatRequest:
     """The request from its parsed parts; ``raw`` holds the body's top-level fields (a body
-    read as texts may leave out those parsed into the request itself)."""
+    read as texts may leave out those parsed into the request itself); ``dropped_tools`` the
+    hosted tools left out of ``tools``."""
     sampling, model, stream = settings
     return ChatRequest(
-        messages=messages, tools=tools, sampling=sampling, model=model, stream=stream, raw=raw
+        messages=messages,
+        tools=tools,
+        sampling=sampling,
+        model=model,
+        stream=stream,
+        raw=raw,
+        dropped_tools=list(dropped_tools or ()),
     )
 
 
 def stream_flag(body: dict[str, Any]) -> bool:
-    stream = body.get("stream", False)
-    require(isinstance(stream, bool), "stream must be a boolean", "stream")
-    return stream
+    """``stream``: a boolean; absent or null is false (a string such as "false" is a 400)."""
+    stream = body.get("stream")
+    require(stream is None or isinstance(stream, bool), "stream must be a boolean", "stream")
+    return bool(stream)
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message about a field."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def role_of(raw: dict[str, Any], roles: Mapping[str, str], param: str) -> str:
+    """The neutral role of a message's ``role`` (a key of ``roles``); a BadRequest otherwise."""
+    role = raw.get("role")
+    found = roles.get(role) if isinstance(role, str) else None
+    require(
+        found is not None,
+        f"unsupported role {shown(role)} (use one of {', '.join(roles)})",
+        f"{param}.role",
+    )
+    return found  # type: ignore[return-value]
+
+
+def string_field(raw: dict[str, Any], key: str, param: str) -> str:
+    """An optional string field of ``raw``: absent or null is ""; anything but a string a
+    BadRequest naming ``param.key``."""
+    value = raw.get(key)
+    if value is None:
+        return ""
+    require(isinstance(value, str), f"{key} must be a string", f"{param}.{key}")
+    return value
+
+
+def object_field(raw: dict[str, Any], key: str, param: str) -> dict[str, Any] | None:
+    """An optional object field of ``raw``: absent or null is None; anything but an object a
+    BadRequest naming ``param.key``."""
+    value = raw.get(key)
+    require(value is None or isinstance(value, dict), f"{key} must be an object", f"{param}.{key}")
+    return value
 
 
 def json_object(body: bytes) -> dict[str, Any]:
     """A request body read as a JSON object; a BadRequest saying what is wrong otherwise."""
     try:
         value = jsonio.loads(body)
+    except jsonio.TooDeep as exc:
+        raise BadRequest(f"request body cannot be read: {exc}") from exc
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -118,8 +165,8 @@ def text_of(content: Any, param: str, kinds: frozenset[str] = frozenset({"text"}
     for i, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         require(
-            kind in kinds and isinstance(part.get("text"), str),
-            f"only text content parts are supported here (got type {kind!r})",
+            isinstance(kind, str) and kind in kinds and isinstance(part.get("text"), str),
+            f"only text content parts are supported here (got type {shown(kind)})",
             f"{param}[{i}]",
         )
         texts.append(part["text"])

@@ -5,17 +5,23 @@ thread and reads its replies from a queue. A streamed call sends the dialect's S
 the backend samples each token (``on_token``); a plain call sends one JSON body. Every
 generation, failed or not, becomes a CallRecord before anything can go wrong in formatting,
 so records are never lost.
+
+A call's ``abort`` event is set when its client goes away: a backend that
+:class:`~lego_rl.kinds.AbortsGenerations` stops there (others are stopped at their next
+streamed token, or run to the end of a plain call), and the call is recorded with
+``finish_reason`` :data:`~lego_rl.data.CLIENT_DISCONNECT`, which the recorder never trains.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lego_rl.data import CallRecord, Generation, Sampling
-from lego_rl.kinds import ChatCompletion, ChatRequest, Dialect, Inference
+from lego_rl.data import ABORTED, CLIENT_DISCONNECT, CallRecord, Generation, Sampling
+from lego_rl.kinds import AbortsGenerations, ChatCompletion, ChatRequest, Dialect, Inference
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
@@ -83,6 +89,11 @@ def check_generation(gen: Generation, max_tokens: int) -> None:
         raise ValueError(f"backend returned {n} tokens, over max_tokens={max_tokens}")
 
 
+class ClientGone(Exception):
+    """Raised in a backend's ``on_token`` to stop a generation whose client went away (for
+    a backend that does not offer :class:`~lego_rl.kinds.AbortsGenerations`)."""
+
+
 Body = dict[str, Any] | bytes
 """A request body: its bytes as received, or already read (an in-process caller)."""
 
@@ -91,14 +102,25 @@ def read_request(dialect: Dialect, body: Body, scope: str = "") -> ChatRequest:
     """The dialect's request for ``body``: from the bytes themselves where the dialect can
     (``parse_body(body, scope)``, which reads only what earlier requests of ``scope``, the
     session, did not have), else read as a JSON object and parsed. Raises ProxyError (400 for
-    a body that is not a JSON object)."""
-    if isinstance(body, bytes):
-        from_bytes = getattr(dialect, "parse_body", None)
-        request = from_bytes(body, scope) if from_bytes is not None else None
-        if request is not None:
-            return request
-        body = json_object(body)
-    return dialect.parse(body)
+    a body that is not a JSON object).
+
+    The boundary of parsing: whatever a dialect raises while reading a body is the body's fault
+    as far as the client is concerned, a 400 naming the exception (a harness retries a 5xx, and
+    the same body would fail again), never a 500."""
+    try:
+        if isinstance(body, bytes):
+            from_bytes = getattr(dialect, "parse_body", None)
+            request = from_bytes(body, scope) if from_bytes is not None else None
+            if request is not None:
+                return request
+            body = json_object(body)
+        return dialect.parse(body)
+    except ProxyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see above: a body that cannot be read is a 400
+        raise BadRequest(
+            f"the request body could not be read ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def system_prompt(request: ChatRequest) -> str:
@@ -141,6 +163,13 @@ class Call:
     id: str = field(default_factory=lambda: fresh_hex(32))
     stopped_by: str | None = None
     """The stop string that ended the reply, once generated."""
+    abort: threading.Event = field(default_factory=threading.Event)
+    """Set when the client has gone away: the generation stops, the call is recorded as cut."""
+
+    @property
+    def cut(self) -> bool:
+        """Whether the client went away before its reply was sent whole."""
+        return self.record.finish_reason == CLIENT_DISCONNECT
 
     @property
     def in_reasoning(self) -> bool:
@@ -181,10 +210,14 @@ class CallHandler:
         dialect: Dialect,
         body: Body,
         reply: Callable[[Reply], None],
+        abort: threading.Event | None = None,
     ) -> None:
-        """Answer one request through ``reply`` (see :data:`Reply`); never raises ProxyError."""
+        """Answer one request through ``reply`` (see :data:`Reply`); never raises ProxyError.
+        ``abort`` is set by the server when the client goes away."""
         try:
             call = self.prepare(session, dialect, body)
+            if abort is not None:
+                call.abort = abort
         except ProxyError as exc:
             session.reject(exc)
             reply(("json", exc.status, dialect.error(exc.status, exc.message, exc.kind)))
@@ -260,6 +293,7 @@ class CallHandler:
                 extends_previous=rendered.extends_previous,
                 subagent=thread.subagent,
                 started_at=time.time(),
+                dropped_tools=request.dropped_tools,
             )
             session.next_index += 1
             session.started += 1
@@ -317,6 +351,10 @@ class CallHandler:
             reply(("data", formatter.fail(exc.status, exc.message, exc.kind)))
             reply(("end",))
             return
+        if call.cut:  # nobody is reading: nothing more to send
+            self._finish(call, gen, 0)
+            reply(("end",))
+            return
         try:
             if broken:
                 raise RuntimeError(broken[0])
@@ -341,10 +379,7 @@ class CallHandler:
         gen: Generation | None = None
         prompt = record.prompt_ids  # immutable: no copy (a copy is a list the collector walks)
         try:
-            if on_token is None:  # backends older than on_token still serve plain calls
-                gen = self.inference.generate(prompt, call.sampling)
-            else:
-                gen = self.inference.generate(prompt, call.sampling, on_token=on_token)
+            gen = self._sample(call, prompt, on_token)
             check_generation(gen, call.sampling.max_tokens)
             gen, call.stopped_by = cut_at_stop(self.inference.tokenizer, gen, call.sampling.stop, call.stop)
         except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, then a 500
@@ -357,19 +392,56 @@ class CallHandler:
             record.prompt_routing = gen.prompt_routing
             record.finish_reason = gen.finish_reason
             record.policy_version = gen.policy_version
+            if call.abort.is_set():
+                record.finish_reason = CLIENT_DISCONNECT
         record.ended_at = time.time()
+        cut = record.finish_reason == CLIENT_DISCONNECT
         with session.lock:
-            session.started -= 1 if gen is None else 0
+            session.started -= 1 if gen is None or cut else 0
             session.calls.append(record)
             call.thread.calls.append(record)
             if gen is None:
                 session.errors.append(f"call {record.index}: {record.error}")
-            else:
+            elif not cut:  # the harness never saw a cut reply: the next call cannot extend it
                 call.thread.leave(self.inference.tokenizer, record, call.prompt_text)
         if gen is None:
             self._notify(session, record)
             raise ProxyError(500, f"inference backend failed: {record.error}", errors.SERVER_ERROR)
         return gen
+
+    def _sample(
+        self, call: Call, prompt: Any, on_token: Callable[[int, float], None] | None
+    ) -> Generation:
+        """The backend's generation, stopped when ``call.abort`` is set: by the backend where it
+        :class:`AbortsGenerations`; else at the next streamed token (its ``on_token`` raises
+        :class:`ClientGone`), or not at all for a plain call."""
+        inference, sampling = self.inference, call.sampling
+        if isinstance(inference, AbortsGenerations):
+            return inference.generate_abortable(prompt, sampling, call.abort, on_token)
+        if call.abort.is_set():
+            return Generation(
+                completion_ids=[], logprobs=[], finish_reason=ABORTED,
+                policy_version=inference.policy_version,
+            )  # fmt: skip
+        if on_token is None:  # backends older than on_token still serve plain calls
+            return inference.generate(prompt, sampling)
+        ids: list[int] = []
+        logprobs: list[float] = []
+
+        def watched(token: int, logprob: float) -> None:
+            if call.abort.is_set():
+                raise ClientGone
+            ids.append(token)
+            logprobs.append(logprob)
+            on_token(token, logprob)
+
+        try:
+            return inference.generate(prompt, sampling, on_token=watched)
+        except ClientGone:
+            return Generation(
+                completion_ids=ids, logprobs=logprobs, finish_reason=ABORTED,
+                policy_version=inference.policy_version,
+            )  # fmt: skip
 
     def _finish(self, call: Call, gen: Generation, malformed: int) -> None:
         if malformed:

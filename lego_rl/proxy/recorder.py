@@ -3,6 +3,8 @@
 Pure functions, no server. Rules (DESIGN.md, "Data model"):
 
 - failed calls (``error`` set) carry no generation and are skipped;
+- a call cut by its client (``finish_reason`` ``client_disconnect``: the harness never read its
+  reply whole) is rolled back at once (listed in ``Trajectory.rolled_back``, not trained);
 - a call with the same prompt ids as the previous kept call is a retry: the previous
   generation is rolled back (listed in ``Trajectory.rolled_back``, not trained);
 - a call whose prompt starts with the current segment's ids is appended to it: the new
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lego_rl.data import CallRecord, Routing, Segment, Trajectory
+from lego_rl.data import CLIENT_DISCONNECT, CallRecord, Routing, Segment, Trajectory
 
 
 def kept_calls(calls: Sequence[CallRecord]) -> tuple[list[CallRecord], list[int]]:
@@ -23,6 +25,9 @@ def kept_calls(calls: Sequence[CallRecord]) -> tuple[list[CallRecord], list[int]
     rolled_back: list[int] = []
     for call in calls:
         if call.error is not None:
+            continue
+        if call.finish_reason == CLIENT_DISCONNECT:
+            rolled_back.append(call.index)
             continue
         if kept and kept[-1].prompt_ids == call.prompt_ids:
             rolled_back.append(kept.pop().index)

@@ -20,8 +20,9 @@ from typing import Any
 
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
-from lego_rl.proxy.chunks import ChunkCache, Encoder
+from lego_rl.proxy.chunks import ChunkCache, Encoder, readable
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.proxy.jsonio import check_depth
 from lego_rl.proxy.native_templates import template_twin
 from lego_rl.token_ids import TokenIds
 
@@ -50,11 +51,13 @@ def load_template(chat_template: str) -> str | None:
 
 
 def _template_arguments(arguments: Any) -> Any:
-    """Tool-call arguments as templates expect them: a dict when the JSON string parses."""
+    """Tool-call arguments as templates expect them: a dict when the JSON string parses (and
+    nests no deeper than the proxy reads any JSON: :data:`lego_rl.proxy.jsonio.MAX_DEPTH`)."""
     if isinstance(arguments, str):
         try:
+            check_depth(arguments)
             parsed = json.loads(arguments)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or nested too deep
             return arguments
         return parsed if isinstance(parsed, dict) else arguments
     return arguments
@@ -148,7 +151,17 @@ def render_text(tokenizer: Any, request: ChatRequest, template: str | None = Non
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
+    """The ids of ``text`` (of :func:`~lego_rl.proxy.chunks.readable` text where it holds a lone
+    surrogate, which no tokenizer encodes)."""
+    if not text:
+        return []
+    try:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    except (TypeError, UnicodeEncodeError):
+        fixed = readable(text)
+        if fixed == text:
+            raise
+        return list(tokenizer.encode(fixed, add_special_tokens=False))
 
 
 def decode(tokenizer: Any, ids: Sequence[int]) -> str:

@@ -5,12 +5,15 @@ Every session lives under ``/s/<session id>``; its dialect's routes hang below (
 session's key; a wrong key and an unknown session get the same answer. Bodies are read on the
 event loop under the limits of :mod:`lego_rl.proxy.limits`; calls run in worker threads so one
 long generation never blocks the others. Every error is JSON in the shape of the path's API.
+A client that goes away while its call generates (streamed or not) aborts the generation: the
+call's place in flight and the backend's slot are freed, and the call is recorded as cut.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive
 
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
@@ -183,7 +187,7 @@ class ProxyServer:
                 body = await read_body(request, self.max_body_bytes)
                 if use == "count":
                     return await self._count(session, dialect, body)
-                return await self._call(session, dialect, body, ticket)
+                return await self._call(session, dialect, body, ticket, request.receive)
             finally:
                 ticket.release()
         except ProxyError as exc:
@@ -199,25 +203,47 @@ class ProxyServer:
         return session if presents(headers, key) and session is not None else None
 
     async def _call(
-        self, session: ProxySession, dialect: Dialect, body: bytes, ticket: Ticket
+        self,
+        session: ProxySession,
+        dialect: Dialect,
+        body: bytes,
+        ticket: Ticket,
+        receive: Receive,
     ) -> Response:
-        """Generate on a worker thread; the ticket is held until the worker is done."""
+        """Generate on a worker thread; the ticket is held until the worker is done. Until the
+        reply is sent whole, a client's disconnect sets the call's abort event."""
         loop = asyncio.get_running_loop()
         replies: asyncio.Queue[Reply] = asyncio.Queue()
+        abort = threading.Event()
 
         def reply(item: Reply) -> None:
             loop.call_soon_threadsafe(replies.put_nowait, item)
 
-        work = loop.run_in_executor(self._executor, self._serve, session, dialect, body, reply)
+        watch = asyncio.ensure_future(_watch_disconnect(receive, abort))
+        serve = self._serve
+        work = loop.run_in_executor(self._executor, serve, session, dialect, body, reply, abort)
         ticket.hold()
         work.add_done_callback(lambda _: ticket.release())
-        first = await replies.get()
+        try:
+            first = await replies.get()
+        except BaseException:  # the server's own end (cancelled): the reply is never sent
+            abort.set()
+            watch.cancel()
+            raise
         if first[0] == "json":
+            watch.cancel()
             return JSONResponse(first[2], first[1])
 
         async def events() -> AsyncIterator[str]:
-            while (item := await replies.get())[0] == "data":
-                yield item[1]
+            ended = False
+            try:
+                while (item := await replies.get())[0] == "data":
+                    yield item[1]
+                ended = True
+            finally:  # closed early: the client went away mid-stream
+                watch.cancel()
+                if not ended:
+                    abort.set()
 
         return StreamingResponse(
             events(),
@@ -225,7 +251,14 @@ class ProxyServer:
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    def _serve(self, session: ProxySession, dialect: Dialect, body: bytes, reply: Any) -> None:
+    def _serve(
+        self,
+        session: ProxySession,
+        dialect: Dialect,
+        body: bytes,
+        reply: Any,
+        abort: threading.Event | None = None,
+    ) -> None:
         """The worker side of one call: whatever goes wrong, the client gets an answer."""
         started = False
 
@@ -235,7 +268,7 @@ class ProxyServer:
             reply(item)
 
         try:
-            self.handler.serve(session, dialect, body, tracked)
+            self.handler.serve(session, dialect, body, tracked, abort)
         except Exception as exc:  # noqa: BLE001 - answer 500, keep the reason with the session
             message = f"proxy failure: {type(exc).__name__}: {exc}"
             session.errors.append(message)
@@ -245,10 +278,18 @@ class ProxyServer:
                 reply(("json", 500, dialect.error(500, message, errors.SERVER_ERROR)))
 
     async def _count(self, session: ProxySession, dialect: Dialect, body: bytes) -> Response:
-        """Count on a worker thread (raises ProxyError for a malformed body)."""
+        """Count on a worker thread (raises ProxyError: 400 for a malformed body, 500 in the
+        dialect's shape for anything else that goes wrong)."""
         loop = asyncio.get_running_loop()
         count = self.handler.count_tokens
-        n = await loop.run_in_executor(self._executor, count, session, dialect, body)
+        try:
+            n = await loop.run_in_executor(self._executor, count, session, dialect, body)
+        except ProxyError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - answer 500 as JSON, keep the reason
+            message = f"proxy failure counting tokens: {type(exc).__name__}: {exc}"
+            session.errors.append(message)
+            raise ProxyError(500, message, errors.SERVER_ERROR) from exc
         return JSONResponse({"input_tokens": n})
 
     async def _unrouted(self, request: Request, exc: Exception) -> Response:
@@ -274,6 +315,14 @@ class ProxyServer:
                 }
             ],
         }
+
+
+async def _watch_disconnect(receive: Receive, abort: threading.Event) -> None:
+    """Set ``abort`` when the client disconnects (the body has been read: the next message the
+    server has for this request is its disconnect). Cancelled once the reply is sent whole."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    abort.set()
 
 
 def _api_path(request: Request) -> str:

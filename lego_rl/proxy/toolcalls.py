@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lego_rl.proxy.jsonio import check_depth
+
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 
@@ -74,16 +76,18 @@ def new_tool_call_id() -> str:
 def hermes_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """``{"name": ..., "arguments": {...}}`` (Qwen3, Hermes); arguments may be a JSON string."""
     try:
+        check_depth(block)  # deeper than a request may nest: kept as text, like any malformed call
         call = json.loads(block)
-    except json.JSONDecodeError:
+    except ValueError:
         return None
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
         return None
     arguments = call.get("arguments", {})
     if isinstance(arguments, str):
         try:
+            check_depth(arguments)
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except ValueError:
             return None
     return {"name": call["name"], "arguments": arguments} if isinstance(arguments, dict) else None
 
@@ -94,12 +98,13 @@ CODER_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re
 
 def _coder_value(raw: str, schema: dict[str, Any] | None) -> Any:
     """A qwen3_coder parameter value: text for string parameters, JSON where it parses."""
-    kind = (schema or {}).get("type")
+    kind = schema.get("type") if isinstance(schema, dict) else None
     if kind == "string":
         return raw
     try:
+        check_depth(raw)
         return json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:
         return raw
 
 
@@ -109,7 +114,8 @@ def qwen3_coder_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str
     if match is None:
         return None
     name, body = match.group(1), match.group(2)
-    params = schemas.get(name, {}).get("properties", {})
+    params = schemas.get(name, {}).get("properties")
+    params = params if isinstance(params, dict) else {}  # a request's schema, as it was sent
     arguments: dict[str, Any] = {}
     rest = CODER_PARAMETER.sub(
         lambda m: (

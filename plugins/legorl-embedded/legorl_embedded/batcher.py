@@ -9,7 +9,9 @@ the others', with an attention mask that hides the padding and explicit position
 every row computes what it would compute alone. Each step feeds every row its last token,
 records every row's routing and samples every row with its own :class:`Sampling` and
 generator. Tokens reach the caller's thread through a queue, so ``on_token`` runs there and
-a slow callback never stalls the batch.
+a slow callback never stalls the batch. A request whose ``abort`` is set (its client went away)
+leaves at the next step with what it drew (``finish_reason`` ``abort``); one still waiting to be
+admitted leaves without a prefill.
 
 :meth:`Batcher.paused` stops admitting, waits until no request is in flight and keeps the
 worker off the model while the caller swaps weights: a batch never mixes policy versions.
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from lego_rl.data import Generation, Sampling
+from lego_rl.data import ABORTED, Generation, Sampling
 from legorl_embedded.output_vocab import OutputVocab
 from legorl_embedded.prefix_cache import Prefilled, PrefixCache
 from legorl_embedded.routing import RoutingRecorder, as_routing
@@ -62,6 +64,12 @@ class Request:
     watch: Callable[[int], str | None] | None = None
     """Given each drawn token: the stop string it completed, if any (the request's stop strings)."""
     stopped_by: str | None = None
+    abort: threading.Event | None = None
+    """Set by the caller to end the generation early (:class:`lego_rl.kinds.AbortsGenerations`)."""
+
+    @property
+    def aborted(self) -> bool:
+        return self.abort is not None and self.abort.is_set()
 
     def wait(self, on_token: Callable[[int, float], None] | None) -> Generation:
         """Block the caller until done, calling ``on_token`` (here) for each token as it comes."""
@@ -90,13 +98,17 @@ class Request:
         )
 
     def finish(self) -> None:
-        stopped = self.completion[-1] in self.stops or self.stopped_by is not None
+        """Hand the caller its generation: as it ended, or as far as it got when aborted."""
+        stopped = bool(self.completion) and (
+            self.completion[-1] in self.stops or self.stopped_by is not None
+        )
+        ended = stopped or self.finishing or not self.aborted
         gen = Generation(
             completion_ids=self.completion,
             logprobs=self.logprobs,
             routing=as_routing(torch.cat(self.routing)) if self.routing else None,
             prompt_routing=None if self.prompt_routing is None else as_routing(self.prompt_routing),
-            finish_reason="stop" if stopped else "length",
+            finish_reason=("stop" if stopped else "length") if ended else ABORTED,
             policy_version=self.version,
         )
         self.events.put(("done", gen))
@@ -208,6 +220,10 @@ class Batcher:
         """Requests to admit now (called under the lock); they count as in flight from here."""
         if self._pauses:
             return []
+        for request in [r for r in self._waiting if r.aborted or r.cancelled]:
+            self._waiting.remove(request)  # gone before its prefill: nothing to compute
+            if not request.cancelled:
+                request.finish()
         room = self.max_batch - len(self._rows)
         joining, self._waiting = self._waiting[:room], self._waiting[room:]
         version = self._version()
@@ -264,8 +280,8 @@ class Batcher:
             request.length += 1
             if routed is not None:
                 request.routing.append(routed[i : i + 1])
-        live = [i for i, r in enumerate(rows) if not (r.finishing or r.cancelled)]
-        done = {r for r in rows if r.finishing or r.cancelled}
+        live = [i for i, r in enumerate(rows) if not (r.finishing or r.cancelled or r.aborted)]
+        done = {r for r in rows if r.finishing or r.cancelled or r.aborted}
         for request in done:
             if not request.cancelled:
                 request.finish()  # an MoE row fed once more: its last token's routing is in

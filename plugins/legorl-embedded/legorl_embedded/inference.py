@@ -168,6 +168,18 @@ class HFInference:
         caller can stream the completion as it grows; if it raises, the generation stops and
         the exception propagates.
         """
+        return self.generate_abortable(prompt_ids, sampling, None, on_token)
+
+    def generate_abortable(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: Sampling,
+        abort: threading.Event | None,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """:meth:`generate`, ended once ``abort`` is set (:class:`lego_rl.kinds.AbortsGenerations`):
+        the batch drops the row at its next step (a request not admitted yet is never prefilled)
+        and this returns what it drew, ``finish_reason`` ``abort``."""
         budget = min(sampling.max_tokens, self.max_context - len(prompt_ids))
         if budget <= 0 or not prompt_ids:
             return Generation(
@@ -181,6 +193,7 @@ class HFInference:
             stops=stops,
             generator=self._generator_for(sampling),
             watch=stop_watch(self.tokenizer, sampling.stop, list(stops)) if any(sampling.stop) else None,
+            abort=abort,
         )
         self.batcher.submit(request)
         return request.wait(on_token)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from lego_rl.data import Generation, Sampling
+from lego_rl.data import ABORTED, Generation, Sampling
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
 from legorl_embedded.inference import HFInference
@@ -74,6 +74,21 @@ class ScriptedInference:
         on_token: Callable[[int, float], None] | None = None,
     ) -> Generation:
         """The next scripted reply (+ eos), cut at ``max_tokens`` / the context, scored."""
+        return self.generate_abortable(prompt_ids, sampling, None, on_token)
+
+    def generate_abortable(
+        self,
+        prompt_ids: Sequence[int],
+        sampling: Sampling,
+        abort: threading.Event | None,
+        on_token: Callable[[int, float], None] | None = None,
+    ) -> Generation:
+        """:meth:`generate`, ended once ``abort`` is set (:class:`lego_rl.kinds.AbortsGenerations`):
+        not scored when set before, else cut before the next token handed over."""
+        if abort is not None and abort.is_set():
+            return Generation(
+                completion_ids=[], logprobs=[], finish_reason=ABORTED, policy_version=self.policy_version
+            )
         tokenizer = self.tokenizer
         ids = [*tokenizer.encode(self.next_text(), add_special_tokens=False), tokenizer.eos_token_id]
         budget = min(sampling.max_tokens, self.policy.max_context - len(prompt_ids))
@@ -82,7 +97,11 @@ class ScriptedInference:
         if not ids or not prompt_ids:
             return Generation(completion_ids=[], logprobs=[], finish_reason="length", policy_version=self.policy_version)
         logprobs, routing, prompt_routing = self._score(prompt_ids, ids, sampling.temperature or 1.0)
-        for token, logprob in zip(ids, logprobs, strict=True):
+        for n, (token, logprob) in enumerate(zip(ids, logprobs, strict=True)):
+            if abort is not None and abort.is_set():
+                ids, logprobs, finish = ids[:n], logprobs[:n], ABORTED
+                routing = routing[:n] if routing is not None else None
+                break
             if on_token is not None:
                 on_token(token, logprob)
         return Generation(

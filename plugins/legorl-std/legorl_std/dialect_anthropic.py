@@ -9,7 +9,9 @@ use for (``metadata``, ``context_management``, ``output_config``, ``cache_contro
 content_block_start/delta/stop for thinking, text and tool_use, message_delta, message_stop).
 As everywhere on the proxy, the session's sampling is authoritative; a request may only lower
 ``max_tokens`` and add ``stop_sequences`` (the reply ends before the first one met:
-``stop_reason: "stop_sequence"`` and the string in ``stop_sequence``).
+``stop_reason: "stop_sequence"`` and the string in ``stop_sequence``). Server tools (a ``type``
+other than ``custom``: web search, code execution, the computer, bash and text-editor tools)
+are refused or dropped as the option ``hosted_tools`` says (:mod:`lego_rl.proxy.hosted`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import require
+from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import (
@@ -30,8 +33,11 @@ from lego_rl.proxy.parsing import (
     chat_request,
     checked,
     model_name,
+    object_field,
     request_sampling,
+    shown,
     stream_flag,
+    string_field,
     text_of,
 )
 from lego_rl.proxy.streaming import fragments, sse
@@ -58,9 +64,11 @@ def stop_fields(completion: ChatCompletion) -> dict[str, Any]:
 
 
 class AnthropicOptions(BaseModel):
-    """The anthropic-messages dialect takes no options."""
+    """Options of the anthropic-messages dialect."""
 
     model_config = ConfigDict(extra="forbid")
+
+    hosted_tools: HostedTools = hosted_tools_field()
 
 
 def anthropic_error(status: int, message: str, kind: str) -> dict[str, Any]:
@@ -86,10 +94,11 @@ def _assistant(blocks: list[dict[str, Any]], param: str) -> ChatMessage:
     texts = []
     for i, block in enumerate(blocks):
         kind = block.get("type")
+        where = f"{param}[{i}]"
         if kind == "text":
-            texts.append(str(block.get("text", "")))
+            texts.append(string_field(block, "text", where))
         elif kind == "thinking":
-            message.reasoning += str(block.get("thinking", ""))
+            message.reasoning += string_field(block, "thinking", where)
         elif kind == "tool_use":
             require(
                 isinstance(block.get("name"), str),
@@ -98,7 +107,7 @@ def _assistant(blocks: list[dict[str, Any]], param: str) -> ChatMessage:
             )
             message.tool_calls.append(
                 {
-                    "id": str(block.get("id", "")),
+                    "id": string_field(block, "id", where),
                     "type": "function",
                     "function": {
                         "name": block["name"],
@@ -109,7 +118,7 @@ def _assistant(blocks: list[dict[str, Any]], param: str) -> ChatMessage:
         elif kind != "redacted_thinking":
             require(
                 False,
-                f"unsupported assistant block type {kind!r}",
+                f"unsupported assistant block type {shown(kind)}",
                 f"{param}[{i}].type",
             )
     message.content = "\n".join(texts)
@@ -122,20 +131,21 @@ def _user(blocks: list[dict[str, Any]], role: str, param: str) -> list[ChatMessa
     texts: list[str] = []
     for i, block in enumerate(blocks):
         kind = block.get("type")
+        where = f"{param}[{i}]"
         if kind == "tool_result" and role == "user":
             out.append(
                 ChatMessage(
                     role="tool",
-                    content=text_of(block.get("content"), f"{param}[{i}].content"),
-                    tool_call_id=str(block.get("tool_use_id", "")),
+                    content=text_of(block.get("content"), f"{where}.content"),
+                    tool_call_id=string_field(block, "tool_use_id", where),
                 )
             )
         elif kind == "text":
-            texts.append(str(block.get("text", "")))
+            texts.append(string_field(block, "text", where))
         else:
             require(
                 False,
-                f"unsupported {role} content block type {kind!r} (the proxy serves text, "
+                f"unsupported {role} content block type {shown(kind)} (the proxy serves text, "
                 "tool_result, and in assistant turns thinking and tool_use)",
                 f"{param}[{i}].type",
             )
@@ -146,29 +156,34 @@ def _user(blocks: list[dict[str, Any]], role: str, param: str) -> list[ChatMessa
     return out
 
 
-def _tools(raw: Any) -> list[dict[str, Any]]:
+def _tools(raw: Any, policy: HostedTools = "refuse") -> tuple[list[dict[str, Any]], list[str]]:
+    """Custom tools in OpenAI's function shape, and the labels of the server tools dropped."""
     require(isinstance(raw, list), "tools must be a list", "tools")
-    tools = []
+    tools, dropped = [], []
     for i, tool in enumerate(raw):
-        require(isinstance(tool, dict), "each tool must be an object", f"tools[{i}]")
-        kind = tool.get("type", "custom")
+        param = f"tools[{i}]"
+        require(isinstance(tool, dict), "each tool must be an object", param)
+        kind = tool.get("type") or "custom"
+        require(isinstance(kind, str), "a tool's type must be a string", f"{param}.type")
+        if kind != "custom":
+            dropped.append(hosted(tool, kind, i, policy))
+            continue
         require(
-            kind == "custom" and isinstance(tool.get("name"), str),
-            f"tools[{i}] of type {kind!r} is a server tool the proxy cannot run; only custom "
-            'tools ({"name", "description", "input_schema"}) are served',
-            f"tools[{i}]",
+            isinstance(tool.get("name"), str),
+            'a custom tool needs a name ({"name", "description", "input_schema"})',
+            param,
         )
         tools.append(
             {
                 "type": "function",
                 "function": {
                     "name": tool["name"],
-                    "description": tool.get("description", ""),
-                    "parameters": tool.get("input_schema") or {"type": "object"},
+                    "description": string_field(tool, "description", param),
+                    "parameters": object_field(tool, "input_schema", param) or {"type": "object"},
                 },
             }
         )
-    return tools
+    return tools, dropped
 
 
 def _system(raw: Any) -> str:
@@ -234,10 +249,13 @@ class AnthropicDialect:
     routes = (("POST", "/v1/messages"),)
     count_tokens_route = ("POST", "/v1/messages/count_tokens")
 
-    def __init__(self) -> None:
+    def __init__(self, options: AnthropicOptions | None = None) -> None:
+        self.options = options or AnthropicOptions()
         self.memo = MessageMemo(parse_message)
         self.systems: TextMemo[bytes, list[ChatMessage]] = TextMemo(_system_head)
-        self.tools: TextMemo[bytes, list[dict[str, Any]]] = TextMemo(_tools)
+        self.tools: TextMemo[bytes, tuple[list[dict[str, Any]], list[str]]] = TextMemo(
+            partial(_tools, policy=self.options.hosted_tools)
+        )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
             partial(checked, _settings), read=read_fields
         )
@@ -252,8 +270,10 @@ class AnthropicDialect:
         tools = body.get("tools")
         head = _system_head(body.get("system"))
         messages = self.memo.parse(raw_messages)
-        tool_list = _tools(tools) if tools is not None else []
-        return chat_request(body, [*head, *messages], tool_list, _settings(body))
+        tool_list, dropped = (
+            _tools(tools, self.options.hosted_tools) if tools is not None else ([], [])
+        )
+        return chat_request(body, [*head, *messages], tool_list, _settings(body), dropped)
 
     def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests did not
@@ -273,10 +293,11 @@ class AnthropicDialect:
             if messages is None:
                 return None
             head = self.systems.get(system)
-            tool_list = self.tools.get(tools) if tools != b"null" else []
+            tool_list, dropped = self.tools.get(tools) if tools != b"null" else ([], [])
         except ValueError:
             return None
-        return chat_request(rest, [*head, *messages], tool_list, settings or _settings(rest))
+        settings = settings or _settings(rest)
+        return chat_request(rest, [*head, *messages], tool_list, settings, dropped)
 
     def content(self, completion: ChatCompletion) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
@@ -415,7 +436,7 @@ class AnthropicStream:
 
 def build(options: AnthropicOptions, ctx: BuildContext) -> AnthropicDialect:
     """Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens)."""
-    return AnthropicDialect()
+    return AnthropicDialect(options)
 
 
 def register(register: Any) -> None:

@@ -6,7 +6,9 @@ finish reason, usage when ``stream_options.include_usage``, then ``[DONE]``). Th
 session's sampling is authoritative, so of the request's sampling fields only ``max_tokens``
 (or ``max_completion_tokens``, which wins) and ``seed`` can take effect, and ``stop`` strings
 (up to 4) end the reply before the first one met; ``tool_choice`` is accepted and kept in
-``ChatRequest.raw`` but not enforced.
+``ChatRequest.raw`` but not enforced. ``stream`` is a boolean (absent or null: false). Tools
+of a type other than ``function`` are refused or dropped as the option ``hosted_tools`` says
+(:mod:`lego_rl.proxy.hosted`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import openai_error, require
+from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import (
@@ -27,8 +30,12 @@ from lego_rl.proxy.parsing import (
     chat_request,
     checked,
     model_name,
+    object_field,
     request_sampling,
+    role_of,
+    shown,
     stream_flag,
+    string_field,
     text_of,
 )
 from lego_rl.proxy.streaming import fragments, sse
@@ -46,9 +53,11 @@ TOOL_CHOICES = {"auto", "none", "required"}
 
 
 class OpenAIChatOptions(BaseModel):
-    """The openai-chat dialect takes no options."""
+    """Options of the openai-chat dialect."""
 
     model_config = ConfigDict(extra="forbid")
+
+    hosted_tools: HostedTools = hosted_tools_field()
 
 
 def _tool_call(call: Any, param: str) -> dict[str, Any]:
@@ -62,7 +71,7 @@ def _tool_call(call: Any, param: str) -> dict[str, Any]:
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     return {
-        "id": str(call.get("id", "")),
+        "id": string_field(call, "id", param),
         "type": "function",
         "function": {"name": function["name"], "arguments": arguments},
     }
@@ -70,37 +79,45 @@ def _tool_call(call: Any, param: str) -> dict[str, Any]:
 
 def _message(raw: Any, param: str) -> ChatMessage:
     require(isinstance(raw, dict), "each message must be an object", param)
-    role = ROLES.get(raw.get("role"))
-    require(
-        role is not None,
-        f"unsupported role {raw.get('role')!r} (use one of {', '.join(ROLES)})",
-        f"{param}.role",
-    )
+    role = role_of(raw, ROLES, param)
     calls = raw.get("tool_calls") or []
     require(isinstance(calls, list), "tool_calls must be a list", f"{param}.tool_calls")
     reasoning = raw.get("reasoning_content") or raw.get("reasoning") or ""
     return ChatMessage(
-        role=role,
+        role=role,  # type: ignore[arg-type]
         content=text_of(raw.get("content"), f"{param}.content"),
         reasoning=reasoning if isinstance(reasoning, str) else "",
         tool_calls=[_tool_call(c, f"{param}.tool_calls[{i}]") for i, c in enumerate(calls)],
-        tool_call_id=str(raw.get("tool_call_id") or ""),
-        name=str(raw.get("name") or ""),
+        tool_call_id=string_field(raw, "tool_call_id", param),
+        name=string_field(raw, "name", param),
     )
 
 
-def _tools(raw: Any) -> list[dict[str, Any]]:
+FUNCTION_TOOL = '{"type": "function", "function": {"name": ..., "parameters": ...}}'
+
+
+def _tools(raw: Any, policy: HostedTools = "refuse") -> tuple[list[dict[str, Any]], list[str]]:
+    """The function tools (as sent) and the labels of the hosted ones dropped."""
     require(isinstance(raw, list), "tools must be a list", "tools")
+    served, dropped = [], []
     for i, tool in enumerate(raw):
-        function = tool.get("function") if isinstance(tool, dict) else None
+        param = f"tools[{i}]"
+        require(isinstance(tool, dict), f"each tool must be {FUNCTION_TOOL}", param)
+        kind = tool.get("type")
+        require(isinstance(kind, str), f"each tool must be {FUNCTION_TOOL}", f"{param}.type")
+        if kind != "function":
+            dropped.append(hosted(tool, kind, i, policy))
+            continue
+        function = tool.get("function")
         require(
-            tool.get("type") == "function"
-            and isinstance(function, dict)
-            and isinstance(function.get("name"), str),
-            'each tool must be {"type": "function", "function": {"name": ..., "parameters": ...}}',
-            f"tools[{i}]",
+            isinstance(function, dict) and isinstance(function.get("name"), str),
+            f"each tool must be {FUNCTION_TOOL}",
+            param,
         )
-    return raw
+        string_field(function, "description", f"{param}.function")
+        object_field(function, "parameters", f"{param}.function")
+        served.append(tool)
+    return (raw if not dropped else served), dropped
 
 
 def _parse_one(raw: Any, index: int) -> list[ChatMessage]:
@@ -110,18 +127,21 @@ def _parse_one(raw: Any, index: int) -> list[ChatMessage]:
 def _choices(body: dict[str, Any]) -> None:
     """The checks made before the messages are read: ``n`` and ``tool_choice``."""
     n = body.get("n")
-    require(n is None or n == 1, "only n=1 is supported", "n")
+    require(n is None or n == 1, f"only n=1 is supported (got {shown(n)})", "n")
     choice = body.get("tool_choice")
     require(
-        choice is None or choice in TOOL_CHOICES or isinstance(choice, dict),
+        choice is None
+        or (isinstance(choice, str) and choice in TOOL_CHOICES)
+        or isinstance(choice, dict),
         f"tool_choice must be one of {sorted(TOOL_CHOICES)} or a function choice",
         "tool_choice",
     )
+    object_field(body, "stream_options", "body")
 
 
 def _settings(body: dict[str, Any]) -> Settings:
     sampling = request_sampling(body, ("max_tokens", "max_completion_tokens"), "stop", 4)
-    return sampling, model_name(body), bool(body.get("stream", False))
+    return sampling, model_name(body), stream_flag(body)
 
 
 def _checked_settings(body: dict[str, Any]) -> Settings:
@@ -137,9 +157,12 @@ class OpenAIChatDialect:
     name = "openai-chat"
     routes = (("POST", "/v1/chat/completions"),)
 
-    def __init__(self) -> None:
+    def __init__(self, options: OpenAIChatOptions | None = None) -> None:
+        self.options = options or OpenAIChatOptions()
         self.memo = MessageMemo(_parse_one)
-        self.tools: TextMemo[bytes, list[dict[str, Any]]] = TextMemo(_tools)
+        self.tools: TextMemo[bytes, tuple[list[dict[str, Any]], list[str]]] = TextMemo(
+            partial(_tools, policy=self.options.hosted_tools)
+        )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
             partial(checked, _checked_settings), read=read_fields
         )
@@ -153,8 +176,12 @@ class OpenAIChatDialect:
         )
         _choices(body)
         parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-        tools = _tools(body["tools"]) if body.get("tools") is not None else []
-        return chat_request(body, parsed, tools, _settings(body))
+        tools, dropped = (
+            _tools(body["tools"], self.options.hosted_tools)
+            if body.get("tools") is not None
+            else ([], [])
+        )
+        return chat_request(body, parsed, tools, _settings(body), dropped)
 
     def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests of
@@ -173,10 +200,10 @@ class OpenAIChatDialect:
             messages = self.memo.parse_array(array, scope)
             if messages is None:
                 return None
-            tool_list = self.tools.get(tools) if tools != b"null" else []
+            tool_list, dropped = self.tools.get(tools) if tools != b"null" else ([], [])
         except ValueError:
             return None
-        return chat_request(rest, messages, tool_list, settings)
+        return chat_request(rest, messages, tool_list, settings, dropped)
 
     def format(
         self, request: ChatRequest, completion: ChatCompletion, call_id: str
@@ -284,7 +311,7 @@ class OpenAIChatStream:
 
 def build(options: OpenAIChatOptions, ctx: BuildContext) -> OpenAIChatDialect:
     """OpenAI Chat Completions API (POST /v1/chat/completions)."""
-    return OpenAIChatDialect()
+    return OpenAIChatDialect(options)
 
 
 def register(register: Any) -> None:

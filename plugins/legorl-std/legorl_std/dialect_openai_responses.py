@@ -3,12 +3,14 @@
 ``input`` is a string or a list of items: messages (roles user, assistant, system, developer;
 ``input_text`` / ``output_text`` parts), ``function_call``, ``function_call_output`` and
 ``reasoning`` items; ``instructions`` become the first system message. Function tools are
-served; other tool types (hosted search, computer use...) are refused with a 400 that names
-them. The proxy is stateless: ``previous_response_id`` is refused (send the whole input);
-``store`` and other bookkeeping fields are ignored. Streaming sends the Responses events with
-sequence numbers (response.created, response.in_progress, output_item.added,
-content_part.added, output_text.delta/done, function_call_arguments.delta/done,
-output_item.done, response.completed).
+served; other tool types (hosted web search, computer use, Codex's ``namespace`` of sub-agent
+tools...) are refused with a 400 that names them, or dropped from what the policy sees and
+recorded on the call, as the option ``hosted_tools`` says (:mod:`lego_rl.proxy.hosted`). The
+proxy is stateless: ``previous_response_id`` is refused (send the whole input); ``store`` and
+other bookkeeping fields are ignored. Streaming sends the Responses events with sequence
+numbers (response.created, response.in_progress, output_item.added, content_part.added,
+output_text.delta/done, function_call_arguments.delta/done, output_item.done, then
+response.completed, or response.incomplete for a reply cut at its token limit).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.proxy.errors import BadRequest, openai_error, require
+from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import (
@@ -31,8 +34,12 @@ from lego_rl.proxy.parsing import (
     chat_request,
     checked,
     model_name,
+    object_field,
     request_sampling,
+    role_of,
+    shown,
     stream_flag,
+    string_field,
     text_of,
 )
 from lego_rl.proxy.streaming import fragments, sse
@@ -54,9 +61,11 @@ def _text_parts(content: Any, param: str) -> str:
 
 
 class OpenAIResponsesOptions(BaseModel):
-    """The openai-responses dialect takes no options."""
+    """Options of the openai-responses dialect."""
 
     model_config = ConfigDict(extra="forbid")
+
+    hosted_tools: HostedTools = hosted_tools_field()
 
 
 def _item(item: Any, index: int) -> list[ChatMessage]:
@@ -66,8 +75,7 @@ def _item(item: Any, index: int) -> list[ChatMessage]:
     require(isinstance(item, dict), "each input item must be an object", param)
     kind = item.get("type", "message")
     if kind == "message":
-        role = ROLES.get(item.get("role"))
-        require(role is not None, f"unsupported role {item.get('role')!r}", f"{param}.role")
+        role = role_of(item, ROLES, param)
         text = _text_parts(item.get("content"), f"{param}.content")
         return [ChatMessage(role=role, content=text)]  # type: ignore[arg-type]
     if kind == "reasoning":
@@ -78,7 +86,7 @@ def _item(item: Any, index: int) -> list[ChatMessage]:
         arguments = item.get("arguments", "{}")
         require(isinstance(arguments, str), "arguments must be a JSON string", param)
         call = {
-            "id": str(item.get("call_id", "")),
+            "id": string_field(item, "call_id", param),
             "type": "function",
             "function": {"name": item["name"], "arguments": arguments},
         }
@@ -86,8 +94,9 @@ def _item(item: Any, index: int) -> list[ChatMessage]:
     if kind == "function_call_output":
         output = item.get("output", "")
         text = output if isinstance(output, str) else _text_parts(output, f"{param}.output")
-        return [ChatMessage(role="tool", content=text, tool_call_id=str(item.get("call_id", "")))]
-    raise BadRequest(f"unsupported input item type {kind!r}", param=f"{param}.type")
+        call_id = string_field(item, "call_id", param)
+        return [ChatMessage(role="tool", content=text, tool_call_id=call_id)]
+    raise BadRequest(f"unsupported input item type {shown(kind)}", param=f"{param}.type")
 
 
 def _joined(pieces: Sequence[ChatMessage]) -> ChatMessage:
@@ -157,28 +166,37 @@ def _items(raw: Any) -> list[ChatMessage]:
     return _turns([message for i, item in enumerate(raw) for message in _item(item, i)])
 
 
-def _tools(raw: Any) -> list[dict[str, Any]]:
+FUNCTION_TOOL = '{"type": "function", "name": ..., "parameters": ...}'
+
+
+def _tools(raw: Any, policy: HostedTools = "refuse") -> tuple[list[dict[str, Any]], list[str]]:
+    """Function tools in the neutral shape, and the labels of the hosted ones dropped."""
     require(isinstance(raw, list), "tools must be a list", "tools")
-    tools = []
+    tools, dropped = [], []
     for i, tool in enumerate(raw):
-        kind = tool.get("type") if isinstance(tool, dict) else None
+        param = f"tools[{i}]"
+        require(isinstance(tool, dict), f"each tool must be an object: {FUNCTION_TOOL}", param)
+        kind = tool.get("type")
+        require(isinstance(kind, str), "a tool's type must be a string", f"{param}.type")
+        if kind != "function":
+            dropped.append(hosted(tool, kind, i, policy))
+            continue
         require(
-            kind == "function" and isinstance(tool.get("name"), str),
-            f"tools[{i}] of type {kind!r} cannot be served by the proxy (only function tools; "
-            "turn that tool off in the harness's configuration)",
-            f"tools[{i}]",
+            isinstance(tool.get("name"), str),
+            f"a function tool needs a name: {FUNCTION_TOOL}",
+            param,
         )
         tools.append(
             {
                 "type": "function",
                 "function": {
                     "name": tool["name"],
-                    "description": tool.get("description") or "",
-                    "parameters": tool.get("parameters") or {"type": "object"},
+                    "description": string_field(tool, "description", param),
+                    "parameters": object_field(tool, "parameters", param) or {"type": "object"},
                 },
             }
         )
-    return tools
+    return tools, dropped
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -250,13 +268,16 @@ class OpenAIResponsesDialect:
     name = "openai-responses"
     routes = (("POST", "/v1/responses"),)
 
-    def __init__(self) -> None:
+    def __init__(self, options: OpenAIResponsesOptions | None = None) -> None:
+        self.options = options or OpenAIResponsesOptions()
         self.memo = MessageMemo(_item)
         self.joined = JoinedTurns()
         self.instructions: TextMemo[bytes, tuple[Any, ChatMessage | None]] = TextMemo(
             _kept(_instructions)
         )
-        self.tools: TextMemo[bytes, tuple[Any, list[dict[str, Any]]]] = TextMemo(_kept(_tools))
+        self.tools: TextMemo[bytes, tuple[Any, tuple[list[dict[str, Any]], list[str]]]] = (
+            TextMemo(_kept(partial(_tools, policy=self.options.hosted_tools)))
+        )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
             partial(checked, _checked_settings), read=read_fields
         )
@@ -270,8 +291,12 @@ class OpenAIResponsesDialect:
             messages.insert(0, instructions)
         require(len(messages) > 0, "input must not be empty", "input")
         stream_flag(body)  # checked before the tools (the order of the errors)
-        tools = _tools(body["tools"]) if body.get("tools") is not None else []
-        return chat_request(body, messages, tools, _settings(body))
+        tools, dropped = (
+            _tools(body["tools"], self.options.hosted_tools)
+            if body.get("tools") is not None
+            else ([], [])
+        )
+        return chat_request(body, messages, tools, _settings(body), dropped)
 
     def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
         """:meth:`parse` of a request body's bytes, reading only what earlier requests of
@@ -296,11 +321,14 @@ class OpenAIResponsesDialect:
                 raw["instructions"], system = self.instructions.get(instructions)
                 messages = [system, *messages] if system is not None else messages
             tool_list: list[dict[str, Any]] = []
-            if tools is not None:
-                raw["tools"], tool_list = self.tools.get(tools) if tools != b"null" else (None, [])
+            dropped: list[str] = []
+            if tools is not None and tools != b"null":
+                raw["tools"], (tool_list, dropped) = self.tools.get(tools)
+            elif tools is not None:
+                raw["tools"] = None
         except ValueError:
             return None
-        return chat_request(raw, messages, tool_list, settings)
+        return chat_request(raw, messages, tool_list, settings, dropped)
 
     def response(
         self,
@@ -489,10 +517,12 @@ class OpenAIResponsesStream:
         )
 
     def finish(self, completion: ChatCompletion) -> str:
+        """``response.completed``, or ``response.incomplete`` for a reply cut at its token
+        limit (its response has status ``incomplete``, as the API sends it)."""
         out = self._close()
-        return out + self._send(
-            "response.completed", response=self._response("completed", completion)
-        )
+        cut = completion.finish_reason == "length"
+        kind = "response.incomplete" if cut else "response.completed"
+        return out + self._send(kind, response=self._response("completed", completion))
 
     def fail(self, status: int, message: str, kind: str) -> str:
         error = {"code": kind, "message": message}
@@ -502,7 +532,7 @@ class OpenAIResponsesStream:
 
 def build(options: OpenAIResponsesOptions, ctx: BuildContext) -> OpenAIResponsesDialect:
     """OpenAI Responses API (POST /v1/responses), stateless."""
-    return OpenAIResponsesDialect()
+    return OpenAIResponsesDialect(options)
 
 
 def register(register: Any) -> None:
