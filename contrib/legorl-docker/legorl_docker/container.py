@@ -90,9 +90,9 @@ class Container:
         shutil.copyfile(INIT, run_dir / "init.py")
         shutil.copyfile(EXEC, run_dir / "exec.py")
         argv = self._create_argv(relay_port)
-        self.id = docker.text(*argv, timeout=120)
+        self.id = name
         try:
-            docker.run("start", self.id, timeout=120)
+            self.id = docker.text(*argv, timeout=120)
             state = json.loads(docker.text("inspect", "--format", "{{json .State}}", self.id))
             self.init_pid = int(state["Pid"])
             self.shim_pid = procs.parent(self.init_pid)
@@ -104,7 +104,7 @@ class Container:
     def _create_argv(self, relay_port: int) -> list[str]:
         s = self.settings
         argv = [
-            "create", "--pull", "never", "--network", "none", "--name", self.name,
+            "run", "--detach", "--pull", "never", "--network", "none", "--name", self.name,
             "--hostname", "sandbox", "--cap-drop", "ALL",
             *[f"--cap-add={c}" for c in ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")],
             "--security-opt", "no-new-privileges",

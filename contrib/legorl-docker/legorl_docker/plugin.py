@@ -215,4 +215,8 @@ def legorl_register_sandbox(register: Any) -> None:
     register("docker", build, options=DockerOptions)
 
 
-__all__ = ["DockerBackend", "DockerOptions", "ImageBuildError", "build"]
+@hookimpl
+def legorl_register_benchmarks(register: Any) -> None:
+    from legorl_docker import bench
+
+    register("docker", bench.main)  # legorl bench docker

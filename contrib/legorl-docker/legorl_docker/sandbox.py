@@ -36,7 +36,8 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -113,6 +114,10 @@ class DockerSandbox:
         self._counters: dict[str, int] = {}
         self._exhausted: list[dict[str, str]] = []
         self._names = itertools.count()
+        self.bound: list[Path] = []
+        """Host paths shown read-only (bound) in an agent-phase container so far."""
+        self._spare: Future[Container] | None = None
+        self._background: list[threading.Thread] = []
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ Sandbox protocol
@@ -208,7 +213,12 @@ class DockerSandbox:
                 container.kill_all()
                 self._keep_logs(container, self.phase)
                 self._remove(container)
+            spare = self._take_spare()
+            if spare is not None:
+                self._remove(spare)
         finally:
+            for thread in list(self._background):
+                thread.join()
             for relay in list(self._relays.values()):
                 relay.close()
             self._relays.clear()
@@ -241,8 +251,9 @@ class DockerSandbox:
             start = time.monotonic()
             container = self._container
             if container is not None:
-                self._replace(container)
+                self._replace(container, keep_unchanged=True)
             self._start, self._earlier = self._base, []
+            self._spare = self._in_background(lambda: self._create("verify", self._start, relay=False, binds=()))
             self.timings["seal"] = time.monotonic() - start
 
     def begin_verify(self, task: Task) -> dict[str, Any]:
@@ -259,9 +270,7 @@ class DockerSandbox:
             store.mkdir(exist_ok=True)
             tree = verify.read_agent_tree(container, diff, policy, store) if container is not None and diff else verify.AgentTree([])
             crossing = policy.decide(tree.changes)
-            if container is not None:
-                self._keep_logs(container, "agent")
-            fresh = self._create("verify", self._start, relay=False, binds=())
+            fresh = self._take_spare() or self._create("verify", self._start, relay=False, binds=())
             try:
                 verify.apply(crossing, tree, fresh, self._settings.user, {p for k, p in diff if k == "added"})
             except BaseException:
@@ -271,7 +280,7 @@ class DockerSandbox:
                 shutil.rmtree(store, ignore_errors=True)
             self._container, self.phase, self._provided = fresh, "verify", []
             if container is not None:
-                self._remove(container)
+                self._in_background(lambda: (self._keep_logs(container, "agent"), self._remove(container)))
             self.timings["to_verify"] = time.monotonic() - start
             own = [(k, p) for k, p in diff if any(_under(p, r) for r in self.image.roots)]
             return {
@@ -348,6 +357,7 @@ class DockerSandbox:
             if self._container is None:
                 binds = [(str(p), str(p), True) for p in self._provided]
                 self._container = self._create("agent", self._base, relay=True, binds=binds)
+                self.bound = [*self.bound, *(p for p in self._provided if p not in self.bound)]
             return self._container
 
     def _create(self, phase: str, image: str, *, relay: bool, binds: Sequence[tuple[str, str, bool]]) -> Container:
@@ -385,8 +395,9 @@ class DockerSandbox:
         if out.exit_code != 0:
             raise SandboxError(f"could not open the dirs above the harness's files in {container.name}: {out.stderr[-300:]}")
 
-    def _replace(self, container: Container) -> None:
-        """Commit ``container`` (if it changed anything) as the base of the next one, remove it."""
+    def _replace(self, container: Container, *, keep_unchanged: bool = False) -> None:
+        """Commit ``container`` (if it changed anything) as the base of the next one and remove
+        it; ``keep_unchanged``: keep it when it changed nothing (the next one would be the same)."""
         container.kill_all()
         diff = container.diff()
         if any(kind != "modified" or path not in _TRIVIAL for kind, path in diff):  # else only dirs' times
@@ -395,8 +406,35 @@ class DockerSandbox:
             self._images.append(tag)
             self._base = tag
             self._earlier = verify.merge(self._earlier, diff)
+        elif keep_unchanged:
+            return
         self._container = None
-        self._remove(container)
+        self._in_background(lambda: self._remove(container))
+
+    def _in_background(self, work: Callable[[], Any]) -> Future[Any]:
+        """Run ``work`` off the trial's path (stop() waits for it)."""
+        done: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(work())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the result
+                done.set_exception(exc)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"legorl-docker-{self.trial_id}")
+        self._background.append(thread)
+        thread.start()
+        return done
+
+    def _take_spare(self) -> Container | None:
+        """The verification container made in advance at the seal, if there is one."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            return spare.result()
+        except Exception:  # noqa: BLE001 - made again where it is needed, failing there
+            return None
 
     def _remove(self, container: Container) -> None:
         container.remove()

@@ -72,3 +72,15 @@ def test_the_helper_knows_the_daemon_these_tests_use() -> None:
         pytest.skip(f"{HOST_ENV} names another daemon")
     assert daemon.running() and daemon.status()["running"] is True
     assert not daemon.running(Path(tempfile.gettempdir()) / "no-daemon-here.sock")
+
+
+@pytest.mark.slow
+def test_bench_reports_every_figure() -> None:
+    from legorl_docker import bench
+
+    figures = bench.main(["--trials", "1"])
+    names = ("container_start", "exec_true", "seal", "to_verify", "stop", "trial_docker", "trial_local")
+    expected = {"trials", "daemon", "image_build_s", "image_cached_ms", "trial_overhead_p50_ms"}
+    expected |= {f"{n}_{p}_ms" for n in names for p in ("p50", "p99")}
+    assert set(figures) == expected
+    assert all(isinstance(v, int | float) for k, v in figures.items() if k != "daemon")
