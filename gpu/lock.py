@@ -150,7 +150,7 @@ def header(env: Environment) -> list[str]:
     return [
         f"# lego-rl's GPU stack, environment `{env.name}`: {env.title}.",
         f"# Written by `python gpu/lock.py {env.name}` from {env.source.name} with pip {PIP}'s resolver",
-        "# against PyPI alone (Linux x86_64, CPython 3.12); tests/test_gpu_locks.py proves it resolves.",
+        "# against PyPI alone (Linux x86_64, CPython 3.12); `python gpu/lock.py --check` proves it resolves.",
         "# Do not edit: change the .in file and rewrite.",
         "#",
         "# Install, from the repository root, in a fresh Python 3.12 venv on the GPU machine:",
@@ -175,11 +175,77 @@ def write(env: Environment, python: Path) -> None:
     print(f"{env.lock.relative_to(ROOT)}: {len(indexed)} pins")
 
 
-def main(names: list[str]) -> None:
+def unmet(report: dict) -> list[str]:
+    """Every unconditional dependency of every package a report installs, not met by it."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+
+    env = {**default_environment(), **report["environment"], "extra": ""}
+    versions = {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
+    found = []
+    for item in report["install"]:
+        for text in item["metadata"].get("requires_dist", []):
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            have = versions.get(canonical(req.name))
+            if have is None or not req.specifier.contains(have, prereleases=True):
+                found.append(f"{item['metadata']['name']} needs {req}, gets {have}")
+    return found
+
+
+def check(env: Environment, python: Path) -> list[str]:
+    """What is wrong with ``env``'s lock as pip's resolver sees it on PyPI: it must install
+    exactly its pins (nothing added, moved or left out) plus this checkout's distributions,
+    every dependency met, wheels from PyPI for Linux x86_64 / CPython 3.12, CUDA builds included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "report.json"
+        done = resolve(python, env.lock, env, path)
+        if done.returncode != 0:
+            return [f"{env.lock.name} does not resolve:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"]
+        report = json.loads(path.read_text())
+        indexed, direct = installs(path)
+    wanted, problems = pins(env.lock), []
+    for name in sorted(set(wanted) | set(indexed)):
+        if wanted.get(name) != indexed.get(name):
+            problems.append(f"{name}: pinned {wanted.get(name)}, pip installs {indexed.get(name)}")
+    local = {"lego-rl" if p == "." else Path(p).name for p in env.local}
+    if set(direct) != local:
+        problems.append(f"local distributions {sorted(direct)}, expected {sorted(local)}")
+    problems += unmet(report)
+    where = (report["environment"]["python_version"], report["environment"]["platform_machine"])
+    if where != ("3.12", "x86_64"):
+        problems.append(f"resolved for {where}, not CPython 3.12 on x86_64")
+    no_binary = {line.split()[1] for line in options(env.lock) if line.startswith("--no-binary")}
+    for item in report["install"]:
+        url = item["download_info"]["url"]
+        if item["is_direct"]:
+            continue
+        if not url.startswith("https://files.pythonhosted.org/"):
+            problems.append(f"{item['metadata']['name']} from {url}, not PyPI")
+        elif not url.endswith(".whl") and canonical(item["metadata"]["name"]) not in no_binary:
+            problems.append(f"{item['metadata']['name']}: an sdist ({url})")
+    if not any(name.startswith("nvidia-nccl") for name in indexed):
+        problems.append("no CUDA build of torch (no nvidia-nccl)")
+    return problems
+
+
+def main(args: list[str]) -> None:
+    """``python gpu/lock.py [train|vllm ...]`` rewrites the locks; ``--check`` proves instead
+    that each resolves to exactly itself on PyPI (minutes: wheels are fetched for metadata)."""
+    checking = "--check" in args
+    names = [a for a in args if a != "--check"] or list(ENVIRONMENTS)
+    failed = False
     with tempfile.TemporaryDirectory() as tmp:
         python = make_venv(Path(tmp) / "venv")
-        for name in names or list(ENVIRONMENTS):
-            write(ENVIRONMENTS[name], python)
+        for name in names:
+            if not checking:
+                write(ENVIRONMENTS[name], python)
+                continue
+            problems = check(ENVIRONMENTS[name], python)
+            failed |= bool(problems)
+            print(f"{ENVIRONMENTS[name].lock.relative_to(ROOT)}: " + ("; ".join(problems) or "resolves to its pins"))
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
