@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lego_rl.data import Termination, attribute
+from lego_rl.observe.metric_groups import metric_keys
 from lego_rl.observe.reader import RunReader, is_run_dir
 from lego_rl.observe.store import EVAL_GROUP_PREFIX
 from lego_rl.observe.terminations import table as termination_table
@@ -192,9 +193,6 @@ def drawn_rewards(steps: list[dict[str, Any]], trials: list[dict[str, Any]]) -> 
 
 def consistency(steps: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Mean, first and last of every consistency metric the step events carry."""
-    # the dashboard's metric names; imported here because the view imports this module
-    from lego_rl.observe.view import metric_keys
-
     out: dict[str, dict[str, float | None]] = {}
     for keys in metric_keys(steps)["consistency"].values():
         for key in keys:

@@ -1,33 +1,20 @@
 """What the dashboard page plots: one run's store turned into per-step series and trial details.
 
 Step metrics come from whichever trainer wrote them, so metric names are read defensively:
-each chart lists the keys that match its pattern (``METRIC_GROUPS``) and plots each one.
+each chart lists the keys that match its pattern (:mod:`lego_rl.observe.metric_groups`) and
+plots each one.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from typing import Any
 
 from lego_rl.data import Trajectory
 from lego_rl.observe.behaviour import actions, step_behaviour, tool_calls, trial_behaviour
+from lego_rl.observe.metric_groups import metric_keys
 from lego_rl.observe.reader import RunReader
 from lego_rl.observe.report import is_evaluation, moving_mean, read_report
-
-METRIC_GROUPS: dict[str, dict[str, str]] = {
-    "consistency": {
-        "prob_pearson": r"pearson",
-        "k3": r"(^|_)k3(_|$)",
-        "logp_diff_abs": r"logp_diff",
-        "routing_agreement": r"routing.*agree|agree.*routing",
-    },
-    "scheduling": {
-        "trainer_wait": r"wait_fraction|busy_fraction|busy_share",
-        "staleness": r"stale|version_lag",
-    },
-}
-"""Chart -> regular expression over step metric names; every numeric match is a series."""
 
 TRIAL_FIELDS = (
     "trial_id",
@@ -45,24 +32,6 @@ TRIAL_FIELDS = (
 
 NO_HACKING = {"reward_hacking_flags": 0, "reward_hacking_rewarded": None}
 """A step none of whose trials the store holds yet."""
-
-
-def metric_keys(steps: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
-    numeric = sorted(
-        {
-            k
-            for s in steps
-            for k, v in s.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
-    )
-    return {
-        group: {
-            chart: [k for k in numeric if re.search(pattern, k)]
-            for chart, pattern in charts.items()
-        }
-        for group, charts in METRIC_GROUPS.items()
-    }
 
 
 def find_option(tree: Any, name: str) -> Any:
