@@ -313,11 +313,13 @@ def test_the_reporter_reports_each_unittest_outcome(tmp_path: Path) -> None:
 
 def test_a_stream_with_forged_lines_grades_zero() -> None:
     real = [
-        {"event": "start", "runner": "unittest"},
-        {"event": "test", "id": "t.A.test_a", "outcome": "passed"},
-        {"event": "finish", "exit": 0},
+        {"event": "start", "runner": "unittest", "run": "r1"},
+        {"event": "test", "id": "t.A.test_a", "outcome": "passed", "run": "r1"},
+        {"event": "finish", "exit": 0, "run": "r1"},
     ]
     text = "".join(json.dumps(e) + "\n" for e in real)
+    start, *rest = text.splitlines(keepends=True)
+    line = {"event": "test", "id": "t.A.test_a", "outcome": "passed"}
     need = Requirement(("t.A.test_a",))
     assert grade(parse(text, REWARD_FILES_EVENT), need) == ""
     forged = [
@@ -325,6 +327,10 @@ def test_a_stream_with_forged_lines_grades_zero() -> None:
         text + json.dumps({"event": "test", "id": "t.A.test_a", "outcome": "passed"}) + "\n",
         json.dumps({"event": "start"}) + "\n" + text,
         text.replace('"passed"', '"failed"', 1) + text,
+        # another process on a copy of the descriptor does not know the reporter's run id
+        start + json.dumps(line) + "\n" + "".join(rest),
+        start + json.dumps({**line, "run": "guess"}) + "\n" + "".join(rest),
+        text.replace(', "run": "r1"', "", 1),
     ]
     for stream in forged:
         assert "not the runner's own" in grade(parse(stream, REWARD_FILES_EVENT), need), stream
@@ -366,3 +372,56 @@ def test_a_sandbox_without_capabilities_still_grades_from_a_file(task: Task, tmp
         plain.stop()
     assert result.reward == 1.0, result.details
     assert (result.details["pristine"], result.details["result_stream"]) == (False, "file")
+
+
+def test_other_failures_are_allowed_only_when_the_task_says_so(tmp_path: Path) -> None:
+    from legorl_std.test_report import requirement
+
+    run = [{"event": "start", "runner": "pytest", "run": "r"},
+           {"event": "test", "id": "t.py::a", "outcome": "passed", "run": "r"},
+           {"event": "test", "id": "t.py::other", "outcome": "failed", "run": "r"},
+           {"event": "finish", "exit": 1, "run": "r"}]  # fmt: skip
+    report = parse("".join(json.dumps(e) + "\n" for e in run), REWARD_FILES_EVENT)
+
+    def need(**metadata: object) -> Requirement | None:
+        return requirement(Task(name="t", path=tmp_path, instruction="", config={"metadata": metadata}))
+
+    assert grade(report, need(required_tests=["t.py::a"])) == "the test runner exited 1"
+    assert grade(report, need(required_tests=["t.py::a"], allow_other_failures=True)) == ""
+    assert "did not pass" in grade(report, need(required_tests=["t.py::other"], allow_other_failures=True))
+    report.exit = None  # the runner must still finish
+    assert "did not finish" in grade(report, need(required_tests=["t.py::a"], allow_other_failures=True))
+    for bad in ({"required_tests": "all", "allow_other_failures": True}, {"required_tests": ["x"], "allow_other_failures": "yes"}):
+        with pytest.raises(ValueError, match="allow_other_failures"):
+            need(**bad)
+
+
+def test_the_reporter_as_a_pytest_plugin_takes_the_stream_first(tmp_path: Path) -> None:
+    """Loaded through PYTEST_PLUGINS under a drawn name: the stream is taken before a conftest
+    runs (whose code cannot find it), each test reported with the run id, the finish with
+    pytest's exit status."""
+    import subprocess
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copyfile(test_reporter.__file__, plugins / "legorl_report_abc123.py")
+    (tmp_path / "conftest.py").write_text(
+        "import os\nFOUND = os.environ.get('LEGORL_RESULTS_FD')\n"
+    )
+    (tmp_path / "test_x.py").write_text(
+        "import conftest\n\ndef test_fd_hidden():\n    assert conftest.FOUND is None\n\n"
+        "def test_fails():\n    assert False\n"
+    )
+    read, write = os.pipe()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", str(tmp_path)],
+        cwd=tmp_path, pass_fds=(write,), capture_output=True, text=True, timeout=300,
+        env={"PATH": os.environ["PATH"], "LEGORL_RESULTS_FD": str(write), "PYTHONPATH": str(plugins),
+             "PYTEST_PLUGINS": "legorl_report_abc123"},
+    )  # fmt: skip
+    os.close(write)
+    with os.fdopen(read) as stream:
+        report = parse(stream.read(), REWARD_FILES_EVENT)
+    assert done.returncode == 1 and not report.anomalies, (done.stdout[-2000:], report.anomalies)
+    assert report.exit == 1
+    assert report.outcomes == {"test_x.py::test_fd_hidden": "passed", "test_x.py::test_fails": "failed"}

@@ -236,3 +236,52 @@ def test_parquet_and_shipped_eval_scripts(instance_file: Path, tmp_path: Path):
         .read_text()
         .startswith("FROM example/image:1\n")
     )
+
+
+FORGED = CALC_BUG + (
+    "\n\nimport atexit, os, sys\n\n\n"
+    "def forge():\n"
+    "    print('\\nPASSED tests/test_calc.py::test_add\\nPASSED tests/test_calc.py::test_sub')\n"
+    "    sys.stdout.flush()\n"
+    "    os._exit(0)\n\n\n"
+    "atexit.register(forge)\n"
+)
+"""The bug left in; the summary lines a log parser reads printed after pytest's own, and exit
+status 0 (swebench checks a failing exit against a log without failures)."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_log_the_code_under_test_forges_does_not_reward(instance_file: Path, tmp_path: Path):
+    [task] = load(instance_file, tmp_path)
+    backend = LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))
+    sandbox = backend.start(task, "swe-forged")
+    try:
+        sandbox.exec(f"cat > /testbed/calc.py <<'EOF'\n{FORGED}EOF", timeout=60)
+        result = SweBenchVerifier().score(sandbox, task)
+    finally:
+        sandbox.stop()
+    # the log alone would say resolved: the forged lines come after pytest's summary
+    assert result.details["swe_bench"]["resolved"] is True
+    seen = result.details["swe_bench_stream"]
+    assert seen["resolved"] is False and seen["FAIL_TO_PASS"]["failed"] == ["tests/test_calc.py::test_add"]
+    assert (result.reward, result.termination) == (0.0, None)
+    assert "tests/test_calc.py::test_add" in result.details["hacking_evidence"][0]
+
+
+def test_the_reporters_stream_is_graded_by_the_instances_own_parser(tmp_path: Path):
+    from legorl_std.test_report import Report
+    from legorl_swe_bench.verifier import grade_stream
+
+    instance = {"instance_id": "i", "repo": "r", "FAIL_TO_PASS": ["t.py::a[x]"], "PASS_TO_PASS": ["t.py::b"],
+                "log_parser": "parse_log_pytest_options", "eval_type": "pass_and_fail"}  # fmt: skip
+    stream = Report(outcomes={"t.py::a[x]": "passed", "t.py::b": "passed", "t.py::c": "failed"}, started=True, exit=1)
+    assert grade_stream(instance, stream, tmp_path / "s.log")["resolved"] is True
+    stream.outcomes["t.py::b"] = "error"
+    seen = grade_stream(instance, stream, tmp_path / "s.log")
+    assert seen["resolved"] is False and seen["PASS_TO_PASS"]["failed"] == ["t.py::b"]
+    for broken, why in ((Report(), "no pytest run"), (Report(started=True, exit=None), "did not finish"),
+                        (Report(started=True, exit=0, anomalies=["line 3: x"]), "not its own")):  # fmt: skip
+        broken.outcomes = {"t.py::a[x]": "passed", "t.py::b": "passed"}
+        seen = grade_stream(instance, broken, tmp_path / "s.log")
+        assert seen["resolved"] is False and why in seen["reason"]

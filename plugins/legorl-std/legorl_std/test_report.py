@@ -5,7 +5,12 @@ its runner reports them (pytest node ids, unittest ``module.Class.test``), or ``
 reported test, at least ``min_tests``, default 1). A reward of 1 then needs every required test
 reported ``passed`` (and no phase of it failed), the runner's ``finish`` line with exit 0, and a
 stream without anomalies; a missing or unparsable stream grades 0. What looks forged (lines
-that are not events, a second start, events after the finish) is listed as evidence.
+that are not events, a second start, events after the finish, events without the start's run
+id) is listed as evidence.
+
+``[metadata] allow_other_failures = true`` (with named tests): the runner's exit status need
+not be 0, tests outside the list may fail (SWE-bench's rule: only FAIL_TO_PASS and
+PASS_TO_PASS count); the runner must still finish.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class Requirement:
     tests: tuple[str, ...] | None
     """The named tests; None: every reported test."""
     minimum: int = 1
+    other_failures: bool = False
+    """Whether tests outside ``tests`` may fail (the runner's exit status is then not read)."""
 
 
 def requirement(task: Task) -> Requirement | None:
@@ -49,11 +56,16 @@ def requirement(task: Task) -> Requirement | None:
     minimum = metadata.get("min_tests", 1)
     if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
         raise ValueError(f"task {task.name}: [metadata] min_tests must be a positive integer")
+    others = metadata.get("allow_other_failures", False)
+    if not isinstance(others, bool):
+        raise ValueError(f"task {task.name}: [metadata] allow_other_failures must be true or false")
     if value == "all":
+        if others:
+            raise ValueError(f'task {task.name}: [metadata] allow_other_failures needs named required_tests, not "all"')
         return Requirement(None, minimum)
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ValueError(f'task {task.name}: [metadata] required_tests must be "all" or a list of test ids')
-    return Requirement(tuple(value), len(value))
+    return Requirement(tuple(value), len(value), others)
 
 
 def parse(text: str, verifier_event: str) -> Report:
@@ -66,7 +78,7 @@ def parse(text: str, verifier_event: str) -> Report:
         if last is not None and last.get("event") == verifier_event:
             report.verifier = last
             lines.pop()
-    finished = False
+    finished, run = False, None
     for number, line in enumerate(lines, 1):
         event = _event(line)
         kind = event.get("event") if event else None
@@ -79,9 +91,16 @@ def parse(text: str, verifier_event: str) -> Report:
         if kind == "start":
             if report.started:
                 report.anomalies.append(f"line {number}: a second start")
+                continue
             report.started = True
-        elif not report.started:
+            run = event.get("run")
+            if not isinstance(run, str) or not run:
+                report.anomalies.append(f"line {number}: a start without a run id")
+            continue
+        if not report.started:
             report.anomalies.append(f"line {number}: a {kind} event before the start")
+        elif event.get("run") != run:
+            report.anomalies.append(f"line {number}: a {kind} event of another run than the start's")
         elif kind == "test":
             _test(report, event, number)
         elif kind == "collect_error":
@@ -102,7 +121,7 @@ def grade(report: Report, need: Requirement) -> str:
         return f"tests could not be collected: {', '.join(report.collect_errors[:LISTED])}"
     if report.exit is None:
         return "the test runner did not finish (killed, or exited early)"
-    if report.exit != 0:
+    if report.exit != 0 and not (need.other_failures and need.tests is not None):
         return f"the test runner exited {report.exit}"
     wanted = need.tests if need.tests is not None else tuple(report.outcomes)
     missing = [t for t in wanted if t not in report.outcomes]

@@ -2,13 +2,20 @@
 
 Uploaded into the verification copy (root-owned) and run by a task's ``tests/test.sh`` as
 ``python3 "$LEGORL_REPORT" pytest ARGS...`` or ``python3 "$LEGORL_REPORT" unittest FILES...``;
-it exits as the runner does. Each outcome is one JSON line, written as the test ends to the
+it exits as the runner does. A test script that runs pytest its own way (an eval script of
+SWE-bench's) loads it as a pytest plugin instead: the verifier also uploads it under a module
+name drawn per verification (``$LEGORL_PYTEST_PLUGIN`` in ``$LEGORL_PYTEST_PLUGIN_DIR``, so no
+module of the code under test can stand in for it), and the script exports
+``PYTHONPATH=$LEGORL_PYTEST_PLUGIN_DIR`` and ``PYTEST_PLUGINS=$LEGORL_PYTEST_PLUGIN``; pytest
+imports plugins named there before any conftest, so the stream is taken first there too. Each outcome is one JSON line, written as the test ends to the
 descriptor ``$LEGORL_RESULTS_FD`` (which the sandbox opened outside the view: nothing inside
 can open it by path) or, where the sandbox offers no such stream, appended to
 ``$LEGORL_RESULTS_FILE``. The descriptor is taken before any test code is imported and is not
 inherited by what the tests start. Lines: ``{"event": "start", "runner": ...}``, one
 ``{"event": "test", "id": ..., "outcome": passed|failed|error|skipped}`` per test and phase
-that reports, ``{"event": "collect_error", "id": ...}``, ``{"event": "finish", "exit": N}``.
+that reports, ``{"event": "collect_error", "id": ...}``, ``{"event": "finish", "exit": N}``; every line
+carries ``"run"``, an id drawn when the reporter starts: a line another process writes on an
+inherited copy of the descriptor does not know it.
 
 Self-contained and plain (Python 3.6+, standard library and the runner only): it runs on the
 task's own interpreter.
@@ -21,6 +28,10 @@ import sys
 import unittest
 
 _stream = None
+RUN = os.urandom(8).hex()
+"""This reporter's run id, on every line it writes."""
+PLUGIN_PREFIX = "legorl_report_"
+"""The module name of the reporter loaded as a pytest plugin starts with this."""
 
 
 def _open_stream():
@@ -37,6 +48,7 @@ def _open_stream():
 
 def emit(**event):
     if _stream is not None:
+        event["run"] = RUN
         os.write(_stream, (json.dumps(event, sort_keys=True) + "\n").encode("utf-8"))
 
 
@@ -129,3 +141,16 @@ def main(argv):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+elif __name__.startswith(PLUGIN_PREFIX):  # imported by pytest as a plugin (PYTEST_PLUGINS)
+    _stream = _open_stream()
+    emit(event="start", runner="pytest")
+    _plugin = PytestReporter()
+
+    def pytest_collectreport(report):
+        _plugin.pytest_collectreport(report)
+
+    def pytest_runtest_logreport(report):
+        _plugin.pytest_runtest_logreport(report)
+
+    def pytest_sessionfinish(session, exitstatus):
+        emit(event="finish", exit=int(exitstatus))

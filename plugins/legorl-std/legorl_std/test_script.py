@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ TESTS_DIR = "/tests"
 REWARD_DIR = "/logs/verifier"
 REPORTER = "/opt/legorl-verifier/report.py"
 """Where the test reporter lies in the verification copy (``$LEGORL_REPORT``)."""
+PLUGIN_DIR = "/opt/legorl-verifier/pytest"
+"""Where the reporter also lies as a pytest plugin, under a name drawn per verification
+(``$LEGORL_PYTEST_PLUGIN_DIR``, ``$LEGORL_PYTEST_PLUGIN``)."""
 RESULTS_FILE = f"{REWARD_DIR}/.legorl-results.jsonl"
 """The result stream of a sandbox without :class:`ResultStream` (weaker: a path inside)."""
 TAIL = 4000
@@ -93,23 +97,38 @@ class ScriptVerifier:
         self.timeout_sec = timeout_sec
 
     def score(self, sandbox: Sandbox, task: Task) -> VerifierResult:
+        return self.score_with_report(sandbox, task)[0]
+
+    def score_with_report(self, sandbox: Sandbox, task: Task) -> tuple[VerifierResult, test_report.Report]:
+        """:meth:`score` and the result stream's report (empty where test.sh never ran), for a
+        verifier that grades the same run its own way (``swe-bench``)."""
+        report = test_report.Report()
         tests = task.path / "tests"
         if not (tests / "test.sh").is_file():
-            return _failed(f"task {task.name} has no tests/test.sh ({tests})", {}, Termination.TASK_ERROR)
+            return _failed(f"task {task.name} has no tests/test.sh ({tests})", {}, Termination.TASK_ERROR), report
         try:
             need = test_report.requirement(task)
         except ValueError as exc:
-            return _failed(str(exc), {}, Termination.TASK_ERROR)
+            return _failed(str(exc), {}, Termination.TASK_ERROR), report
+        return self._score(sandbox, task, need)
+
+    def _score(
+        self, sandbox: Sandbox, task: Task, need: test_report.Requirement | None
+    ) -> tuple[VerifierResult, test_report.Report]:
+        tests = task.path / "tests"
+        report = test_report.Report()
         timeout = self.timeout_sec or task.verifier_timeout
         details: dict[str, Any] = {"pristine": False}
         if isinstance(sandbox, PristineVerify):
             try:
                 details |= sandbox.begin_verify(task)
             except CrossingLimit as exc:
-                return _failed(str(exc), details, Termination.RESOURCE_LIMIT)
+                return _failed(str(exc), details, Termination.RESOURCE_LIMIT), report
         sandbox.upload(tests, TESTS_DIR)
         sandbox.upload(Path(test_reporter.__file__), REPORTER)
-        result, stream, details["result_stream"] = _run(sandbox, task, timeout)
+        plugin = f"{test_reporter.PLUGIN_PREFIX}{secrets.token_hex(8)}"
+        sandbox.upload(Path(test_reporter.__file__), f"{PLUGIN_DIR}/{plugin}.py")
+        result, stream, details["result_stream"] = _run(sandbox, task, timeout, plugin)
         report = test_report.parse(stream, REWARD_FILES_EVENT)
         details |= {
             "exit_code": result.exit_code,
@@ -121,26 +140,26 @@ class ScriptVerifier:
             "test_report": test_report.summary(report),
         }
         if result.timed_out:
-            return _failed(f"tests/test.sh ran past its timeout of {timeout:g}s", details, Termination.VERIFIER_TIMEOUT)
+            return _failed(f"tests/test.sh ran past its timeout of {timeout:g}s", details, Termination.VERIFIER_TIMEOUT), report
         reward, source, problem = self._reward_file(sandbox, report.verifier)
         details["reward_source"] = source
         if problem:
-            return _failed(problem, details)
+            return _failed(problem, details), report
         if reward == 1.0 and result.exit_code != 0:
             return _failed(
                 f"{REWARD_DIR}/{source} says 1 but tests/test.sh exited {result.exit_code} "
                 "(killed, or failed after writing the reward)",
                 details,
-            )
+            ), report
         if need is None:
             details["grading"] = "reward file (the task names no tests)"
-            return VerifierResult(reward, details)
+            return VerifierResult(reward, details), report
         why = test_report.grade(report, need)
         details["grading"] = why or "every required test passed"
         if reward == 1.0 and why:
             details["hacking_evidence"] = [f"the reward file says 1 but {why}"]
-            return _failed(f"{REWARD_DIR}/{source} says 1 but {why}", details)
-        return VerifierResult(reward, details)
+            return _failed(f"{REWARD_DIR}/{source} says 1 but {why}", details), report
+        return VerifierResult(reward, details), report
 
     @staticmethod
     def _reward_file(sandbox: Sandbox, kinds: dict[str, Any]) -> tuple[float, str, str]:
@@ -193,9 +212,10 @@ def read_reward(directory: Path) -> tuple[float, str, str]:
     return value, source, ""
 
 
-def _run(sandbox: Sandbox, task: Task, timeout: float) -> tuple[ExecResult, str, str]:
+def _run(sandbox: Sandbox, task: Task, timeout: float, plugin: str) -> tuple[ExecResult, str, str]:
     """test.sh with the reporter and a result stream: (execution, stream text, stream kind)."""
-    env = {**_verifier_env(task), "LEGORL_REPORT": REPORTER}
+    env = {**_verifier_env(task), "LEGORL_REPORT": REPORTER,
+           "LEGORL_PYTEST_PLUGIN": plugin, "LEGORL_PYTEST_PLUGIN_DIR": PLUGIN_DIR}  # fmt: skip
     if isinstance(sandbox, ResultStream):
         result, stream = sandbox.exec_reporting(_RUN, timeout=timeout, env=env, cwd=sandbox.workdir)
         return result, stream, "descriptor"

@@ -5,8 +5,8 @@ local mirror of the repository it also copies a checkout of ``base_commit`` (one
 commit, so no later history leaks) to ``/testbed``, which is all the local sandbox needs.
 ``tests/eval.sh`` is the instance's own eval script, or one generated in its shape: reset the
 test files, apply ``test_patch``, run the tests between swebench's markers, record the exit
-code. ``tests/test.sh`` keeps that log in ``/logs/verifier/test_output.txt`` for the
-``swe-bench`` verifier and writes ``reward.txt`` from the test command's exit code alone (an
+code. ``tests/test.sh`` has pytest load the verifier's test reporter where one is offered and
+keeps the log in ``/logs/verifier/test_output.txt`` for the ``swe-bench`` verifier and writes ``reward.txt`` from the test command's exit code alone (an
 approximation for the plain ``test-script`` verifier). ``tests/instance.json`` is what the
 verifier grades against.
 """
@@ -28,6 +28,12 @@ DEFAULT_IMAGE = "swebench/sweb.eval.x86_64.{key}:latest"
 
 TEST_SH = """#!/bin/bash
 # SWE-bench {instance_id}: run the eval script and keep its log for the swe-bench verifier.
+# Where a verifier offers its test reporter as a pytest plugin, pytest loads it (what each
+# test did goes to the verifier's result stream, beside the log).
+if [ -n "${{LEGORL_PYTEST_PLUGIN:-}}" ]; then
+  export PYTHONPATH="$LEGORL_PYTEST_PLUGIN_DIR${{PYTHONPATH:+:$PYTHONPATH}}"
+  export PYTEST_PLUGINS="$LEGORL_PYTEST_PLUGIN${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"
+fi
 mkdir -p /logs/verifier
 bash /tests/eval.sh > /logs/verifier/{log} 2>&1
 code=$(sed -n 's/^{exit_marker}: *//p' /logs/verifier/{log} | tail -n 1)

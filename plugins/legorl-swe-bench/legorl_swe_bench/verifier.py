@@ -3,9 +3,16 @@
 The test run is :class:`legorl_std.test_script.ScriptVerifier`'s (agent phase ended, pristine
 ``/tests``, clean environment, timeout, survivors killed). For a SWE-bench task (one with
 ``tests/instance.json``, as the ``swe-bench`` task source writes) the reward then comes from
-the log ``/logs/verifier/test_output.txt``: swebench's ``get_eval_report`` with the instance's
-log parser, reward 1 only when every FAIL_TO_PASS and PASS_TO_PASS test passes. Any other
-Harbor task keeps its test script's reward.
+swebench's ``get_eval_report`` with the instance's log parser: 1 only when every FAIL_TO_PASS
+and PASS_TO_PASS test passes. Any other Harbor task keeps its test script's reward.
+
+A log is what the tests print, and the code under test prints too (``PASSED test_x`` from an
+atexit hook fools every log parser). So where the instance's runner is pytest (its log parser
+is one of :data:`PYTEST_PARSERS`), pytest also loads the verifier's test reporter and the same
+grading runs a second time on what the reporter saw, written as the log's summary lines
+(swebench's own parser, so test ids match as it matches them): a 1 needs both to resolve,
+and a log that resolves while the reporter's stream does not is recorded as hacking evidence.
+Other runners (django's, sympy's) are graded from the log alone, said in ``details``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from legorl_std import test_report
 from legorl_std.test_script import REWARD_DIR, ScriptVerifier
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +35,12 @@ from legorl_swe_bench.harbor import INSTANCE_FILE, LOG_FILE
 
 LISTED = 20
 """Failing test names kept in the details, per list."""
+PYTEST_PARSERS = frozenset(
+    {"parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_matplotlib", "parse_log_seaborn"}
+)
+"""swebench's log parsers of repositories whose tests run under pytest."""
+STATUS = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR", "skipped": "SKIPPED"}
+"""The reporter's outcomes as pytest's ``-rA`` summary writes them."""
 
 
 class SweBenchVerifierOptions(BaseModel):
@@ -45,7 +59,7 @@ class SweBenchVerifier:
 
     def score(self, sandbox: Sandbox, task: Task) -> VerifierResult:
         spec_file = task.path / "tests" / INSTANCE_FILE
-        verdict = self.script.score(sandbox, task)
+        verdict, stream = self.script.score_with_report(sandbox, task)
         if (
             not spec_file.is_file()
             or verdict.termination == Termination.VERIFIER_TIMEOUT
@@ -65,9 +79,39 @@ class SweBenchVerifier:
                 return VerifierResult(
                     0.0, {**details, "reason": reason}, Termination.VERIFIER_ERROR
                 )
-            report = grade(json.loads(spec_file.read_text(encoding="utf-8")), log)
-        details["swe_bench"] = report
-        return VerifierResult(1.0 if report["resolved"] else 0.0, details)
+            instance = json.loads(spec_file.read_text(encoding="utf-8"))
+            report = grade(instance, log)
+            details["swe_bench"] = report
+            if instance.get("log_parser") not in PYTEST_PARSERS:
+                details["grading"] = "the test log alone (the runner is not pytest: no reporter runs)"
+                return VerifierResult(1.0 if report["resolved"] else 0.0, details)
+            seen = grade_stream(instance, stream, Path(tmp) / "stream.log")
+        details["swe_bench_stream"] = seen
+        details["grading"] = "the test log and the reporter's stream (both must resolve)"
+        if report["resolved"] and not seen["resolved"]:
+            failed = seen["FAIL_TO_PASS"]["failed"] + seen["PASS_TO_PASS"]["failed"]
+            why = seen.get("reason") or f"per the reporter these did not pass: {', '.join(failed)}"
+            details["hacking_evidence"] = [f"the test log resolves the instance but {why}"]
+        return VerifierResult(1.0 if report["resolved"] and seen["resolved"] else 0.0, details)
+
+
+def grade_stream(instance: dict[str, Any], stream: test_report.Report, path: Path) -> dict[str, Any]:
+    """:func:`grade` of what the reporter saw: its outcomes written as pytest's summary lines
+    between swebench's markers (at ``path``), read by the instance's own parser."""
+    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, TEST_EXIT_CODE
+
+    why = (
+        "the reporter saw no pytest run" if not stream.started
+        else f"the reporter's stream is not its own: {stream.anomalies[0]}" if stream.anomalies
+        else "pytest did not finish (killed, or exited early)" if stream.exit is None
+        else ""
+    )  # fmt: skip
+    lines = [f"{STATUS[outcome]} {test}" for test, outcome in stream.outcomes.items()]
+    path.write_text("\n".join([START_TEST_OUTPUT, *lines, END_TEST_OUTPUT, f"{TEST_EXIT_CODE}: {stream.exit}", ""]))
+    seen = grade(instance, path)
+    if why:
+        seen |= {"resolved": False, "reason": why}
+    return seen
 
 
 def grade(instance: dict[str, Any], log: Path) -> dict[str, Any]:
