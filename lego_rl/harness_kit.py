@@ -10,7 +10,9 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -100,6 +102,45 @@ def command_turns(tool: str, argument: str, commands: list[str], finish: bool = 
 
 
 # ---------------------------------------------------------------- one run in the sandbox
+
+
+def elf_interpreter(path: Path) -> str | None:
+    """The dynamic loader a 64-bit little-endian ELF executable names (its ``PT_INTERP``), e.g.
+    glibc's ``/lib64/ld-linux-x86-64.so.2``; None for a static binary or anything else."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:6] != b"\x7fELF\x02\x01":
+                return None
+            phoff, phentsize, phnum = struct.unpack_from("<Q", head, 32)[0], *struct.unpack_from("<HH", head, 54)
+            for index in range(phnum):
+                f.seek(phoff + index * phentsize)
+                kind, _, offset, _, _, size = struct.unpack("<IIQQQQ", f.read(40))
+                if kind == 3:  # PT_INTERP
+                    f.seek(offset)
+                    return f.read(size).rstrip(b"\0").decode(errors="replace")
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def missing_loader(sandbox: Sandbox, name: str, binary: Path) -> HarnessResult | None:
+    """SANDBOX_ERROR naming what is missing when the sandbox lacks the dynamic loader (the C
+    library) that the harness's native ``binary`` is linked against; None when it is there or
+    the binary needs none."""
+    loader = elf_interpreter(binary)
+    if loader is None:
+        return None
+    found = sandbox.exec(f"test -e {shlex.quote(loader)}", timeout=30)
+    if found.exit_code == 0:
+        return None
+    libc = "glibc" if "ld-linux" in loader else "musl" if "musl" in loader else "its C library"
+    return HarnessResult(
+        Termination.SANDBOX_ERROR, found.exit_code,
+        f"the task image has no {loader} ({libc}'s dynamic loader), which {name}'s native binary "
+        f"{binary} is linked against: give the task an image with {libc} (e.g. Debian or Ubuntu based "
+        "for glibc, not Alpine)",
+    )  # fmt: skip
 
 
 def not_found(name: str, install: str) -> HarnessResult:

@@ -198,3 +198,29 @@ def test_server_error_fails_fast_as_api_error(tmp_path: Path) -> None:
 
     assert_failed_fast(result, server)
     assert "500" in result.reason
+
+
+# ---------------------------------------------------------------- what the image must have
+
+
+class _NoLoader:
+    """A sandbox whose image lacks every file (``test -e`` fails)."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def exec(self, command: str, **_: Any) -> ExecResult:
+        self.commands.append(command)
+        return ExecResult(1, "", "", False, 0.0)
+
+
+@installed
+def test_an_image_without_glibc_is_named_before_claude_code_runs() -> None:
+    from lego_rl.harness_kit import missing_loader
+
+    sandbox = _NoLoader()
+    result = missing_loader(sandbox, "Claude Code", native_binary())  # type: ignore[arg-type]
+    assert sandbox.commands == ["test -e /lib64/ld-linux-x86-64.so.2"]
+    assert result is not None and result.termination == Termination.SANDBOX_ERROR
+    assert "no /lib64/ld-linux-x86-64.so.2 (glibc's dynamic loader)" in result.reason and str(native_binary()) in result.reason
+    assert missing_loader(sandbox, "a script", Path(__file__)) is None and len(sandbox.commands) == 1, "not ELF: nothing to check"

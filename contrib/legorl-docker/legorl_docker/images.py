@@ -35,11 +35,24 @@ from legorl_std.dockerfile import parse
 from lego_rl.kinds import Task
 from legorl_docker.cli import Docker
 
-RECIPE = 1
+RECIPE = 2
 HOME = "/home/agent"
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 BUILD_TAIL = 40
 """Lines of the build log a failed build's error quotes."""
+NEEDS = "legorl-docker needs"
+"""How the image check's message starts (found in a failed build's log; the check's source,
+which the log echoes, spells it in two pieces)."""
+CHECK = (
+    "import os, sys; path = os.environ.get('PATH', '').split(':'); "
+    "missing = [n for n in ('bash', 'sh') if not any(os.access(os.path.join(d, n), os.X_OK) for d in path if d)]; "
+    "missing and sys.exit('legorl-docker' ' needs ' + ' and '.join(missing) + ' on PATH in the task image ' "
+    "'(every command of a trial runs as bash -c); found none in ' + ':'.join(path))"
+)
+"""The first step of the trial layer, exec form (no shell needed): what the sandbox itself runs
+in every container (python3: its init and command wrapper; bash) is in the image."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NO_PYTHON = re.compile(r'exec: "?python3"?: executable file not found|python3: no such file', re.IGNORECASE)
 _VAR = re.compile(r"\$\{?(\w+)\}?")
 
 
@@ -171,7 +184,10 @@ class TaskImages:
             )
         if "/" in roots:
             raise ImageBuildError(f"{dockerfile}: a COPY/WORKDIR onto / makes the whole file system the task's files")
-        out += ["", "# lego-rl: the trial user, its dirs, the task's files its own", "USER root", f"RUN {self._trial_layer(roots)}"]
+        out += [
+            "", "# lego-rl: what the sandbox runs inside; the trial user, its dirs, the task's files its own",
+            "USER 0:0", f"RUN {json.dumps(['python3', '-I', '-S', '-c', CHECK])}", f"RUN {self._trial_layer(roots)}",
+        ]  # fmt: skip
         return _Plan("\n".join(out) + "\n", roots, replaced)
 
     def _local_base(self, task: Task, ref: str, dockerfile: Path, line: int) -> str:
@@ -240,7 +256,10 @@ class TaskImages:
                     proc.wait()
                     code = None
         if code != 0:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-BUILD_TAIL:])
+            lines = log.read_text(errors="replace").splitlines()
+            if (lacking := _lacking(lines)) is not None:
+                raise ImageBuildError(f"the image of task {task.name} ({context}/Dockerfile) lacks what the docker sandbox runs inside: {lacking}")
+            tail = "\n".join(lines[-BUILD_TAIL:])
             what = f"ran past {self.timeout:g} s" if code is None else f"exit {code}"
             raise ImageBuildError(
                 f"building the image of task {task.name} ({context}/Dockerfile) failed ({what}, "
@@ -260,6 +279,16 @@ class TaskImages:
                 yield
             finally:
                 os.close(fd)
+
+
+def _lacking(log: list[str]) -> str | None:
+    """What the image check found missing, from a failed build's log (None: something else failed)."""
+    for line in log:
+        if NEEDS in line:  # the daemon colours a step's stderr
+            return _ANSI.sub("", line.split(NEEDS, 1)[1]).strip()
+        if _NO_PYTHON.search(line):
+            return "python3 on PATH (the sandbox's init and command wrapper are Python scripts run by the image's python3)"
+    return None
 
 
 def _destination(args: str) -> str:

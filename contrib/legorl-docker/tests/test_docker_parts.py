@@ -42,7 +42,8 @@ def test_missing_bases_are_replaced_stages_are_not(tmp_path: Path) -> None:
     lines = made.text.splitlines()
     assert "FROM legorl/base:bookworm AS build" in lines and "FROM legorl/base:bookworm" in lines
     assert made.roots == ["/srv/app", "/srv/app/vendor", "/opt/tool.py"], "the last stage's own files only"
-    assert lines[-2:] == ["USER root", lines[-1]] and "chown -R 61001:61000" in lines[-1]
+    assert lines[-3] == "USER 0:0" and lines[-2].startswith('RUN ["python3", "-I", "-S", "-c", ')
+    assert "chown -R 61001:61000" in lines[-1], "the check runs first (exec form: no shell needed), then the trial layer"
 
 
 def test_a_task_working_in_the_root_is_refused(tmp_path: Path) -> None:

@@ -97,6 +97,8 @@ class ClaudeCode:
         claude = self.command_path()
         if claude is None:
             return kit.not_found("Claude Code", INSTALL)
+        if (failed := kit.missing_loader(sandbox, "Claude Code", claude)) is not None:
+            return failed
         if (failed := kit.prepare(sandbox, LOGS, EVENTS_FILE)) is not None:
             return failed
         execution, output, started = kit.run_cli(

@@ -81,6 +81,8 @@ class Codex:
         codex = self.command_path()
         if codex is None:
             return kit.not_found("Codex", INSTALL)
+        if (failed := kit.missing_loader(sandbox, "Codex", codex)) is not None:
+            return failed
         if (failed := kit.prepare(sandbox, CODEX_HOME, EVENTS_FILE)) is not None:
             return failed
         context = self.ctx.spec.model.max_context if self.ctx.spec is not None else None
