@@ -979,7 +979,7 @@ def _tail(stream: IO[bytes]) -> str:
 
 
 def build(options: LocalSandboxOptions, ctx: BuildContext) -> LocalSandboxBackend:
-    """Bubblewrap sandbox on this machine (read-only host root, per-trial files)."""
+    """Bubblewrap sandbox on this machine: a built view (system base, interpreter, harness files), overlay snapshots, pristine verification."""
     return LocalSandboxBackend(options, ctx)
 
 
