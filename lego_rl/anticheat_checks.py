@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from typing import Literal
 
-from lego_rl.kinds import AntiCheat, Check, Sandbox, Task, Violation
+from lego_rl.kinds import AntiCheat, Check, ChecksBeforeAgent, ChecksBeforeVerify, Sandbox, Task, Violation
 
 CHECK_TIMEOUT = 120.0
 Phase = Literal["before_agent", "before_verify"]
@@ -17,18 +17,22 @@ class CheckError(RuntimeError):
 
 
 def phase_violations(policies: list[AntiCheat], phase: Phase, sandbox: Sandbox, task: Task) -> list[Violation]:
-    """What the policies find at ``phase``: ``<phase>_check`` where a policy offers it (all
-    such checks in one exec), else its ``<phase>`` hook."""
+    """What the policies find at ``phase``: its shell check where a policy offers one
+    (:class:`~lego_rl.kinds.ChecksBeforeAgent`, :class:`~lego_rl.kinds.ChecksBeforeVerify`;
+    all such checks in one exec), else its hook."""
     found: list[Violation] = []
-    checks: list[Check] = []
+    checks: list[Check | None] = []
     for policy in policies:
-        make = getattr(policy, f"{phase}_check", None)
-        if callable(make):
-            if (check := make(sandbox, task)) is not None:
-                checks.append(check)
+        if phase == "before_agent":
+            if isinstance(policy, ChecksBeforeAgent):
+                checks.append(policy.before_agent_check(sandbox, task))
+            else:
+                found += policy.before_agent(sandbox, task)
+        elif isinstance(policy, ChecksBeforeVerify):
+            checks.append(policy.before_verify_check(sandbox, task))
         else:
-            found += getattr(policy, phase)(sandbox, task)
-    return found + run_checks(sandbox, checks)
+            found += policy.before_verify(sandbox, task)
+    return found + run_checks(sandbox, [c for c in checks if c is not None])
 
 
 def run_checks(sandbox: Sandbox, checks: list[Check], *, timeout: float = CHECK_TIMEOUT) -> list[Violation]:

@@ -6,17 +6,20 @@ Plugins satisfy these structurally; nothing here is meant to be subclassed.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from lego_rl.data import Generation, Sampling, Termination, TrialResult
+from lego_rl.spec.models import Spec, WarmstartSpec
 
 if TYPE_CHECKING:
-    from lego_rl.engine.context import RunContext
+    from lego_rl.proxy.toolcalls import StreamEvent
+    from lego_rl.registry import BuildContext
 
 KINDS: tuple[str, ...] = (
     "tasks",
@@ -190,6 +193,48 @@ class Event:
     """run_start, step, trial_start, trial_end, call, run_end, log."""
     data: dict[str, Any]
     time: float = 0.0
+
+
+Group = list[TrialResult]
+"""The trials of one task in one step (a GRPO group), trajectories attached."""
+
+
+class EngineExtras(TypedDict, total=False):
+    """What the engine adds to a :class:`RunContext` (absent when no engine runs the loop, as
+    in a trainer's own tests)."""
+
+    rollout_metrics: Callable[[], dict[str, float]]
+    """The latest rollout's metrics (trainer wait fraction, slot wait, trials in flight,
+    version lag, inference busy share, informative group share), to merge into the step event."""
+    resume_from: Path | None
+    """The checkpoint directory this run continues from; None for a fresh run."""
+
+
+@dataclass
+class RunContext:
+    """What a :class:`Trainer` receives: the resolved components and a way to roll out a step;
+    built by :func:`lego_rl.engine.run.apply`."""
+
+    spec: Spec
+    run_dir: Path
+    inference: Inference
+    optimizer: Optimizer
+    filter: Filter
+    rollout: Callable[[int], list[Group]]
+    """Run every trial of one step (tasks_per_step x group_size) and return the groups."""
+    emit: Callable[[Event], None]
+    """Send an event to every observer (the run store included)."""
+    log: Callable[[str], None] = print
+    """A line for the person watching (per-step summary)."""
+    engine_state: Callable[[], dict[str, Any]] = dict
+    """The rollout's position (task order, per-task history): saved with a checkpoint."""
+    restore_engine: Callable[[dict[str, Any]], None] = lambda state: None
+    """Put the rollout back where a checkpoint left it (resume)."""
+    extra: EngineExtras = field(default_factory=lambda: EngineExtras())
+    """What the engine adds (:class:`EngineExtras`)."""
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.emit(Event(kind=kind, data=data, time=time.time()))
 
 
 # ---------------------------------------------------------------- plugin kinds
@@ -452,6 +497,204 @@ class AbortsGenerations(Protocol):
         then, with ``finish_reason`` :data:`lego_rl.data.ABORTED`, and the backend's slot free
         when it returns. A generation that ended on its own first is returned as it ended."""
         ...
+
+
+# ---------------------------------------------------------------- any kind
+
+
+@runtime_checkable
+class Preflights(Protocol):
+    """A plugin of a kind whose Protocol has no ``preflight`` (tasks, dialect, verifier,
+    anticheat, filter, optimizer, observer) that checks its prerequisites all the same:
+    ``legorl plan`` shows what it returns."""
+
+    def preflight(self) -> list[Problem]: ...
+
+
+# ---------------------------------------------------------------- dialect capabilities
+
+
+@runtime_checkable
+class StreamFormatter(Protocol):
+    """One streamed reply in a dialect's SSE events. Each method returns SSE text ('' for none)."""
+
+    def start(self, prompt_tokens: int) -> str: ...
+
+    def event(self, event: StreamEvent) -> str: ...
+
+    def finish(self, completion: ChatCompletion) -> str: ...
+
+    def fail(self, status: int, message: str, kind: str) -> str:
+        """The stream broke after it started (the backend failed mid-generation)."""
+        ...
+
+
+@runtime_checkable
+class StreamingDialect(Protocol):
+    """A dialect that streams replies: the proxy feeds the formatter the parser's events as
+    tokens are sampled and writes its SSE text straight to the client (without it, a request
+    asking to stream is refused with a 400)."""
+
+    def stream(self, request: ChatRequest, call_id: str) -> StreamFormatter: ...
+
+
+@runtime_checkable
+class ParsesBodies(Protocol):
+    """A dialect that reads a request from the body's bytes (faster than JSON, then parse)."""
+
+    def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None:
+        """The request ``body`` holds, as :meth:`Dialect.parse` would read it, reading only what
+        earlier bodies of ``scope`` (the session) did not have; None: the proxy falls back to
+        JSON and ``parse``."""
+        ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A dialect whose API has a token-counting route; the proxy answers it with
+    ``{"input_tokens": n}``, the prompt the request would render to, nothing generated."""
+
+    count_tokens_route: tuple[str, str]
+    """(method, path) under the session root, e.g. ("POST", "/v1/messages/count_tokens")."""
+
+
+@runtime_checkable
+class MakesConformanceRequest(Protocol):
+    """A dialect with no official SDK in the kit writes its own request for the round trip."""
+
+    def conformance_request(self, text: str) -> tuple[str, dict[str, Any]]:
+        """The path of one of its routes and a body in its API's shape asking, non-streamed,
+        for a reply to the user message ``text``."""
+        ...
+
+
+# ---------------------------------------------------------------- harness capabilities
+
+
+@runtime_checkable
+class SpeaksDialect(Protocol):
+    """A harness factory (its class) that names its dialect before it is built, so a spec
+    whose dialect block disagrees fails validation, not the first call."""
+
+    dialect: str
+
+
+@runtime_checkable
+class ScriptsConformance(Protocol):
+    """A harness the scripted policy can drive: its contracts' trials and the warm start's
+    demonstrations."""
+
+    def conformance_script(self, commands: list[str]) -> list[dict[str, Any]]:
+        """The policy turns (``{"text"}`` and/or ``{"tool_calls"}``, in the harness's own tools)
+        that run ``commands`` in the task's working directory, then finish."""
+        ...
+
+
+# ---------------------------------------------------------------- inference capabilities
+
+
+@runtime_checkable
+class LoadsWeights(Protocol):
+    """An inference backend the trainer updates in place (else the policy never changes)."""
+
+    def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        """Serve ``state_dict`` from the next generation on; ``policy_version`` becomes ``version``."""
+        ...
+
+
+@runtime_checkable
+class RestoresRngState(Protocol):
+    """An inference backend whose sampling randomness a checkpoint saves and a resume restores."""
+
+    def get_rng_state(self) -> Any: ...
+
+    def set_rng_state(self, state: Any) -> None:
+        """From now on, sample as the backend did when ``get_rng_state`` returned ``state``."""
+        ...
+
+
+@runtime_checkable
+class HoldsResources(Protocol):
+    """A component that holds something to release when the run ends (a server it launched)."""
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------- trainer, optimizer, filter, anti-cheat
+
+
+@runtime_checkable
+class Supervises(Protocol):
+    """A trainer that can warm-start the policy (``model.warmstart``) by supervised training."""
+
+    def supervise(
+        self, demos: list[Any], plan: WarmstartSpec, target: Path, log: Callable[[str], None]
+    ) -> dict[str, float]:
+        """Fine-tune on ``demos`` (recorded demonstrations) as ``plan`` says, save the model
+        to ``target``; its metrics."""
+        ...
+
+
+@runtime_checkable
+class OwnsRollout(Protocol):
+    """A trainer that runs its own rollouts (verl: its servers, its agent loop, our trials in
+    its workers): ``apply`` builds no inference, proxy or pool for it, and its
+    :class:`RunContext` has neither inference nor rollout.
+
+    A marker, so the member is typed ``Literal[True]``: declaring it is the claim (the
+    ``trainer.owns-rollout`` contract fails a trainer that sets it to anything else)."""
+
+    owns_rollout: Literal[True]
+
+
+@runtime_checkable
+class UsesReference(Protocol):
+    """An objective that may need the reference policy's log-probs (a KL penalty)."""
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether :meth:`Optimizer.loss` needs ``ref_logprobs`` in its batch with these options."""
+        ...
+
+
+@runtime_checkable
+class ResamplesGroups(Protocol):
+    """A filter that drops groups online, so the pool samples replacements."""
+
+    resample_budget: float
+    """Extra groups per step the pool may sample, as a share of ``tasks_per_step``."""
+
+
+@runtime_checkable
+class ChecksBeforeAgent(Protocol):
+    """An anti-cheat policy whose before-agent phase is one shell check: the engine runs it
+    with the other policies' checks in one exec instead of calling ``before_agent``."""
+
+    def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check | None: ...
+
+
+@runtime_checkable
+class ChecksBeforeVerify(Protocol):
+    """As :class:`ChecksBeforeAgent`, for the before-verify phase (``before_verify``)."""
+
+    def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check | None: ...
+
+
+# ---------------------------------------------------------------- factory capabilities
+
+
+@runtime_checkable
+class PlanDetails(Protocol):
+    """A plugin factory that adds to ``legorl plan`` (the verl trainer: its resolved config)."""
+
+    def plan_details(self, options: Any, ctx: BuildContext) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class TrialsRoot(Protocol):
+    """A sandbox backend that keeps its trials' directories under one host directory."""
+
+    root: Path
 
 
 def first_fatal(problems: Iterable[Problem]) -> Problem | None:

@@ -16,8 +16,7 @@ from legorl_embedded.model import build_model  # noqa: E402
 from legorl_embedded.trainer import EmbeddedTrainer, EmbeddedTrainerOptions  # noqa: E402
 
 from lego_rl.data import Attribution, Segment, Termination, Trajectory, TrialResult  # noqa: E402
-from lego_rl.engine.context import RunContext  # noqa: E402
-from lego_rl.kinds import Event  # noqa: E402
+from lego_rl.kinds import Event, RunContext  # noqa: E402
 from lego_rl.registry import Registry  # noqa: E402
 from lego_rl.spec.models import Block, ModelSpec, RunSpec, Spec  # noqa: E402
 

@@ -19,6 +19,7 @@ from lego_rl.cli.common import (
     reports_errors,
 )
 from lego_rl.cli.readiness import Readiness, check
+from lego_rl.kinds import PlanDetails
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.load import SpecError
 from lego_rl.spec.resolve import Resolved, load_and_resolve
@@ -91,7 +92,7 @@ def plan_data(spec_path: Path, readiness: Readiness) -> dict[str, Any]:
 
 def plugin_details(resolved: Resolved, reg: Registry, spec_path: Path) -> dict[str, Any]:
     """Block path -> what its plugin adds to the plan, through the optional hook of any kind:
-    a factory attribute ``plan_details(options, ctx) -> dict`` (the verl trainer shows its verl
+    a factory that is :class:`~lego_rl.kinds.PlanDetails` (the verl trainer shows its verl
     config). A hook that raises gives ``{"error": ...}``."""
     spec = resolved.spec
     ctx = BuildContext(
@@ -99,11 +100,11 @@ def plugin_details(resolved: Resolved, reg: Registry, spec_path: Path) -> dict[s
     )
     details: dict[str, Any] = {}
     for b in resolved.blocks:
-        hook = getattr(b.info.factory, "plan_details", None) if b.info else None
-        if not callable(hook) or b.options is None:
+        factory = b.info.factory if b.info else None
+        if not isinstance(factory, PlanDetails) or b.options is None:
             continue
         try:
-            details[b.path] = hook(b.options, ctx)
+            details[b.path] = factory.plan_details(b.options, ctx)
         except Exception as exc:  # noqa: BLE001 - a plugin's hook must not end the plan
             details[b.path] = {"error": f"{type(exc).__name__}: {exc}"}
     return details

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lego_rl.kinds import Problem
+from lego_rl.kinds import OwnsRollout, Preflights, Problem
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.resolve import Resolved, ResolvedBlock
 
@@ -98,7 +98,7 @@ def _rollout_owner(
     except Exception:  # reported by the trainer's own preflight
         return None
     built[block.path] = trainer
-    return block.block.plugin if getattr(trainer, "owns_rollout", False) else None
+    return block.block.plugin if isinstance(trainer, OwnsRollout) else None
 
 
 def _owned(block: ResolvedBlock, owner: str) -> Finding:
@@ -121,11 +121,10 @@ def _preflight(
             component = registry.build(block.kind, name, block.options, ctx)
         except Exception as exc:
             return [_crash(block, "could not be built", exc)]
-    preflight = getattr(component, "preflight", None)
-    if not callable(preflight):
+    if not isinstance(component, Preflights):
         return []
     try:
-        problems: list[Problem] = list(preflight())
+        problems: list[Problem] = list(component.preflight())
     except Exception as exc:
         return [_crash(block, "preflight() raised", exc)]
     return [Finding(block.path, name, p.message, p.fix, p.fatal) for p in problems]

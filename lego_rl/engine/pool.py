@@ -24,12 +24,11 @@ from typing import Any, Literal, Protocol
 
 from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.clock import Clock
-from lego_rl.engine.context import Group
 from lego_rl.engine.faults import TRIAL_TIMEOUT_MARGIN_S, should_retry
 from lego_rl.engine.groups import first_version, informative
 from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_lag
 from lego_rl.engine.scheduler import TaskCycle, history_weight
-from lego_rl.kinds import Filter, Task
+from lego_rl.kinds import Filter, Group, ResamplesGroups, Task
 
 
 CLOSE_GRACE_S = 30.0
@@ -130,9 +129,9 @@ class RolloutPool:
         self.config, self.cycle, self.launcher, self.clock = config, cycle, launcher, clock
         self.version, self.filter, self.on_trial = version, filter, on_trial
         self.k = config.max_staleness
-        self.resample_budget = float(getattr(filter, "resample_budget", 0.0))
+        self.resample_budget = float(filter.resample_budget) if isinstance(filter, ResamplesGroups) else 0.0
         """Extra groups per batch (fraction of tasks_per_step) that may replace ones the filter
-        rejects; a filter without the attribute gets none (its rejects are handed over)."""
+        rejects; a filter that does not resample gets none (its rejects are handed over)."""
         self.queue: deque[tuple[OpenGroup, int, int]] = deque()
         self.running: dict[str, Job] = {}
         self.open: dict[int, OpenGroup] = {}

@@ -42,7 +42,7 @@ class Rollouts:
             TaskCycle(tasks, seed),
             ThreadLauncher(self.runner),
             ThreadClock(),
-            version=lambda: int(getattr(self.inference, "policy_version", 0)),
+            version=lambda: int(self.inference.policy_version),
             filter=filter,
             on_trial=on_trial,
             busy=self.busy,

@@ -18,7 +18,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lego_rl.console import make_console
 from lego_rl.data import TrialResult
-from lego_rl.engine.context import Group, RunContext
 from lego_rl.engine.evaluate import eval_runner, evaluate
 from lego_rl.engine.pool import PoolConfig, RolloutPool
 from lego_rl.engine.resume import (
@@ -30,7 +29,7 @@ from lego_rl.engine.resume import (
 )
 from lego_rl.engine.rollouts import Rollouts, build_rollouts
 from lego_rl.engine.weights import gated
-from lego_rl.kinds import Event, Observer
+from lego_rl.kinds import Event, Group, HoldsResources, Observer, OwnsRollout, RunContext
 from lego_rl.observe.reader import is_run_dir
 from lego_rl.observe.report import write_report
 from lego_rl.proxy.server import ProxyServer
@@ -97,7 +96,7 @@ def apply(
     proxy: ProxyServer | None = None
     inference: Any = None
     try:
-        if getattr(trainer := build("trainer"), "owns_rollout", False):
+        if isinstance(trainer := build("trainer"), OwnsRollout):
             _run_owned(trainer, spec, run_dir, build, emit, log)
             emit(Event("run_end", {"seconds": time.time() - started, "status": "ok"}, time.time()))
             return run_dir
@@ -147,8 +146,8 @@ def apply(
     finally:
         if proxy is not None:
             proxy.stop()
-        if callable(close := getattr(inference, "close", None)):
-            close()  # a backend that launched a server (vllm) stops it now, not at exit
+        if isinstance(inference, HoldsResources):
+            inference.close()  # a backend that launched a server (vllm) stops it now, not at exit
         emit.close()
         _write_report(run_dir, console)
     log(f"run finished in {time.time() - started:.0f}s: {run_dir}")
@@ -218,7 +217,7 @@ def _held_out(
         console.print(f"held-out evaluation ({label}): {plan.samples} trials")
         data = evaluate(
             runner, tasks, samples=plan.samples, label=label, concurrency=spec.run.concurrency,
-            harness=spec.harness.plugin, version=int(getattr(rollouts.inference, "policy_version", 0)), emit=emit,
+            harness=spec.harness.plugin, version=int(rollouts.inference.policy_version), emit=emit,
             attempt=attempt,
         )  # fmt: skip
         success = "n/a" if data["success"] is None else f"{data['success']:.3f}"

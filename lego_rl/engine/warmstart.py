@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.scripted import scripted_trial
-from lego_rl.kinds import Task
+from lego_rl.kinds import ScriptsConformance, Supervises, Task
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import Spec
 from lego_rl.spec.resolve import Resolved
@@ -109,7 +109,7 @@ def warmstart(
         return registry.build(block.kind, block.block.plugin, block.options, ctx)
 
     trainer = build("trainer")
-    if not callable(getattr(trainer, "supervise", None)):
+    if not isinstance(trainer, Supervises):
         raise WarmstartError(
             f"trainer plugin {spec.trainer.plugin!r} has no supervise(); remove model.warmstart "
             "or use a trainer that can warm-start (embedded)"
@@ -167,7 +167,7 @@ def record_demonstrations(
             "the warm start needs them to demonstrate"
         )
     harness = build("harness")
-    if not callable(getattr(harness, "conformance_script", None)):
+    if not isinstance(harness, ScriptsConformance):
         raise WarmstartError(f"harness {spec.harness.plugin!r} has no conformance_script(), so it cannot be scripted")
     sandbox, verifier = build("sandbox"), build("verifier")
     anticheat = [build(f"anticheat.{i}") for i in range(len(spec.anticheat))]

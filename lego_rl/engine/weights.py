@@ -11,13 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from lego_rl.engine.pool import RolloutPool
+from lego_rl.kinds import LoadsWeights
+from lego_rl.wrapping import expose
 
 
 class WeightGate:
-    """The inference backend as the trainer sees it: same attributes, gated ``load_weights``."""
+    """The inference backend as the trainer sees it: same attributes and capabilities
+    (:func:`~lego_rl.wrapping.expose`), gated ``load_weights``."""
 
     def __init__(self, inference: Any, pool: RolloutPool):
         self._inner, self._pool = inference, pool
+        expose(self, inference)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -33,4 +37,4 @@ class WeightGate:
 
 def gated(inference: Any, pool: RolloutPool) -> Any:
     """``inference`` behind a :class:`WeightGate` when it accepts weights, else unchanged."""
-    return WeightGate(inference, pool) if hasattr(inference, "load_weights") else inference
+    return WeightGate(inference, pool) if isinstance(inference, LoadsWeights) else inference

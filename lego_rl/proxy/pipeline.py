@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lego_rl.data import ABORTED, CLIENT_DISCONNECT, CallRecord, Generation, Sampling
-from lego_rl.kinds import AbortsGenerations, ChatCompletion, ChatRequest, Dialect, Inference
+from lego_rl.kinds import (
+    AbortsGenerations,
+    ChatCompletion,
+    ChatRequest,
+    Dialect,
+    Inference,
+    ParsesBodies,
+    StreamingDialect,
+)
 from lego_rl.proxy import errors
 from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
@@ -35,7 +43,7 @@ from lego_rl.proxy.render import (
 from lego_rl.proxy.session import ProxySession, Thread
 from lego_rl.proxy.shared_tools import SharedTools
 from lego_rl.proxy.stopstrings import StopScanner, cut_at_stop
-from lego_rl.proxy.streaming import IncrementalDecoder, StreamingDialect
+from lego_rl.proxy.streaming import IncrementalDecoder
 from lego_rl.proxy.toolcalls import (
     THINK_OPEN,
     CompletionParser,
@@ -109,8 +117,7 @@ def read_request(dialect: Dialect, body: Body, scope: str = "") -> ChatRequest:
     the same body would fail again), never a 500."""
     try:
         if isinstance(body, bytes):
-            from_bytes = getattr(dialect, "parse_body", None)
-            request = from_bytes(body, scope) if from_bytes is not None else None
+            request = dialect.parse_body(body, scope) if isinstance(dialect, ParsesBodies) else None
             if request is not None:
                 return request
             body = json_object(body)
@@ -317,7 +324,8 @@ class CallHandler:
 
     def _stream(self, call: Call, reply: Callable[[Reply], None]) -> None:
         """Generate, sending each decided piece of the reply as the tokens arrive."""
-        formatter = call.dialect.stream(call.request, call.reply_id)  # type: ignore[attr-defined]
+        assert isinstance(call.dialect, StreamingDialect)  # prepare() refused the stream otherwise
+        formatter = call.dialect.stream(call.request, call.reply_id)
         decoder = IncrementalDecoder(self.inference.tokenizer, call.stop)
         scanner = StopScanner(call.sampling.stop)
         parser = CompletionParser(in_reasoning=call.in_reasoning, tools=call.request.tools)

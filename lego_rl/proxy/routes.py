@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Literal
 
-from lego_rl.kinds import Dialect
+from lego_rl.kinds import CountsTokens, Dialect
 from lego_rl.proxy.errors import ErrorShape, openai_error
 
 Use = Literal["call", "count", "models"]
@@ -25,9 +25,8 @@ def normalized(path: str) -> str:
 def _served(dialect: Dialect) -> Iterator[tuple[tuple[str, str], Use]]:
     for route in dialect.routes:
         yield route, "call"
-    counting = getattr(dialect, "count_tokens_route", None)
-    if counting is not None:
-        yield counting, "count"
+    if isinstance(dialect, CountsTokens):
+        yield dialect.count_tokens_route, "count"
     yield MODELS, "models"
 
 

@@ -1,19 +1,21 @@
 """Streaming pieces shared by every dialect: token ids -> text deltas, SSE frames, formatters.
 
-A dialect that streams (every first-party one) has ``stream(request, call_id)`` returning a
-:class:`StreamFormatter`: the pipeline feeds it the parser's events as tokens are sampled
-and writes the SSE text it returns straight to the client.
+A dialect that streams (every first-party one) is a :class:`lego_rl.kinds.StreamingDialect`:
+``stream(request, call_id)`` returns a :class:`~lego_rl.kinds.StreamFormatter`, which the
+pipeline feeds the parser's events as tokens are sampled, writing the SSE text it returns
+straight to the client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from lego_rl.kinds import ChatCompletion, ChatRequest
+from lego_rl.kinds import StreamFormatter, StreamingDialect
 from lego_rl.proxy.jsonio import dumps_text
 from lego_rl.proxy.render import decode
-from lego_rl.proxy.toolcalls import StreamEvent
+
+__all__ = ["REPLACEMENT", "IncrementalDecoder", "StreamFormatter", "StreamingDialect", "fragments", "sse"]
 
 REPLACEMENT = "\ufffd"
 
@@ -55,23 +57,3 @@ def fragments(text: str, size: int = 48) -> Iterator[str]:
     """A string in pieces, as streaming APIs send tool-call arguments."""
     for start in range(0, len(text), size):
         yield text[start : start + size]
-
-
-@runtime_checkable
-class StreamFormatter(Protocol):
-    """One streamed reply in a dialect's SSE events. Each method returns SSE text ('' for none)."""
-
-    def start(self, prompt_tokens: int) -> str: ...
-
-    def event(self, event: StreamEvent) -> str: ...
-
-    def finish(self, completion: ChatCompletion) -> str: ...
-
-    def fail(self, status: int, message: str, kind: str) -> str:
-        """The stream broke after it started (the backend failed mid-generation)."""
-        ...
-
-
-@runtime_checkable
-class StreamingDialect(Protocol):
-    def stream(self, request: ChatRequest, call_id: str) -> StreamFormatter: ...

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from lego_rl.catalog import planned
+from lego_rl.kinds import SpeaksDialect
 from lego_rl.registry import PluginInfo, Registry, UnknownPlugin, options_errors
 from lego_rl.spec.load import SpecError, raw_spec, validation_errors
 from lego_rl.spec.models import BLOCK_KINDS, LIST_BLOCKS, Block, Spec
@@ -126,7 +127,8 @@ def _cross_checks(resolved: Resolved, registry: Registry) -> list[tuple[str, str
     harness = resolved.block("harness")
     dialect = resolved.block("dialect")
     if harness.info is not None and harness.options is not None:
-        spoken = getattr(harness.info.factory, "dialect", None)
+        factory = harness.info.factory
+        spoken = factory.dialect if isinstance(factory, SpeaksDialect) else None
         if spoken and spoken != dialect.block.plugin:
             errors.append(
                 (

@@ -37,6 +37,11 @@ class {{Class}}:
     def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
         return []
 
+    # Optional capabilities (lego_rl.kinds): ChecksBeforeAgent / ChecksBeforeVerify, the
+    # phase as one shell check that the engine batches with other policies' (one exec).
+    # def before_agent_check(self, sandbox: Sandbox, task: Task) -> Check | None:
+    #     return Check(self.name, "test -e /tmp/planted && echo planted", lambda out: [...])
+
 
 @hookimpl
 def legorl_register_anticheat(register) -> None:

@@ -31,6 +31,10 @@ class {{Class}}:
     def keep_group(self, group: list[TrialResult]) -> bool:
         return len({r.reward for r in group}) > 1
 
+    # Optional capability (lego_rl.kinds): ResamplesGroups, the pool samples up to this share
+    # of tasks_per_step extra groups per step to replace the ones keep_group rejects.
+    # resample_budget: float = 0.5
+
 
 @hookimpl
 def legorl_register_filter(register) -> None:

@@ -91,6 +91,13 @@ class {{Class}}:
             "LEGORL_INSTRUCTION_FILE": INSTRUCTION_FILE,
         }
 
+    # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
+    # conformance_script above is ScriptsConformance (the contracts and the warm start use it).
+    #
+    # HarnessFiles: host files the CLI runs from inside the sandbox (its venv, its runtime).
+    # def sandbox_files(self) -> list[Path]:
+    #     return kit.venv_files(Path(sys.prefix))
+
 
 @hookimpl
 def legorl_register_harness(register) -> None:

@@ -52,6 +52,22 @@ class {{Class}}:
         logprob) for each as it is sampled; return the ids, their log-probs (and MoE routing)."""
         raise NotImplementedError("{{name}}: generate() is not written yet")
 
+    # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
+    #
+    # LoadsWeights: the trainer publishes new weights (else the policy never changes).
+    # def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
+    #     self.policy_version = version
+    #
+    # AbortsGenerations: stop when the client went away, freeing the slot.
+    # def generate_abortable(self, prompt_ids, sampling, abort: threading.Event, on_token=None) -> Generation: ...
+    #
+    # RestoresRngState: a checkpoint saves the sampling randomness, a resume restores it.
+    # def get_rng_state(self) -> Any: ...
+    # def set_rng_state(self, state: Any) -> None: ...
+    #
+    # HoldsResources: a launched server stops when the run ends.
+    # def close(self) -> None: ...
+
 
 @hookimpl
 def legorl_register_inference(register) -> None:

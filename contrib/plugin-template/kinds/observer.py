@@ -40,6 +40,9 @@ class {{Class}}:
             self._out.close()
             self._out = None
 
+    # Optional capability (lego_rl.kinds): Preflights, prerequisites `legorl plan` shows.
+    # def preflight(self) -> list[Problem]: ...
+
 
 @hookimpl
 def legorl_register_observer(register) -> None:

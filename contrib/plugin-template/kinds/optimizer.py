@@ -37,6 +37,12 @@ class {{Class}}:
         """TODO: the loss over the trainer's token batch (see your trainer's batch type)."""
         raise NotImplementedError("{{name}}: loss() is not written yet")
 
+    # Optional capability (lego_rl.kinds): UsesReference, the trainer keeps a frozen
+    # reference model and puts its log-probs in the batch while this says so.
+    # @property
+    # def needs_reference(self) -> bool:
+    #     return self.options.kl_coef > 0
+
 
 @hookimpl
 def legorl_register_optimizer(register) -> None:

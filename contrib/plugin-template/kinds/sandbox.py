@@ -56,6 +56,14 @@ class {{Class}}Sandbox:
     def stop(self) -> None:
         """TODO: tear the sandbox down; safe to call twice."""
 
+    # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities"):
+    # PristineVerify (begin_agent, begin_verify: the sandbox.pristine-verify contract needs it),
+    # ResultStream (exec_reporting), ProvidesFiles (provide), ReportsChanges (changes,
+    # writable_roots), KillsCommands (kill_all), ListsProcesses (processes), ReportsLimits
+    # (resources_exhausted). contrib/legorl-docker implements every one.
+    # def begin_agent(self) -> None: ...
+    # def begin_verify(self, task: Task) -> dict[str, Any]: ...
+
 
 class {{Class}}:
     """The {{name}} sandbox backend."""

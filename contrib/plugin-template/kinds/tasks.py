@@ -32,6 +32,9 @@ class {{Class}}:
             found.append(Task(name=path.name, path=path, instruction=(path / "instruction.md").read_text(), config=config))
         return found
 
+    # Optional capability (lego_rl.kinds): Preflights, prerequisites `legorl plan` shows.
+    # def preflight(self) -> list[Problem]: ...
+
 
 @hookimpl
 def legorl_register_tasks(register) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl
-from lego_rl.engine.context import RunContext
-from lego_rl.kinds import Problem
+from lego_rl.kinds import Problem, RunContext
 from lego_rl.registry import BuildContext
 
 
@@ -33,6 +32,14 @@ class {{Class}}:
             ctx.event("step", step=step, reward_mean=sum(rewards) / max(len(rewards), 1))
             # TODO: advantages with ctx.optimizer, a gradient step on the recorded tokens, then
             # publish the new weights to ctx.inference (see legorl-embedded's trainer).
+
+    # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
+    #
+    # Supervises: model.warmstart fine-tunes on recorded demonstrations first.
+    # def supervise(self, demos: list[Any], plan: WarmstartSpec, target: Path, log) -> dict[str, float]: ...
+    #
+    # OwnsRollout: the trainer runs its own rollouts; apply builds no inference, proxy or pool.
+    # owns_rollout: Literal[True] = True
 
 
 @hookimpl

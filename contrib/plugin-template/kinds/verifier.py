@@ -38,6 +38,9 @@ class {{Class}}:
         reward = 1.0 if written == "1" else 0.0
         return VerifierResult(reward, details={"exit_code": run.exit_code, "timed_out": run.timed_out})
 
+    # Optional capability (lego_rl.kinds): Preflights, prerequisites `legorl plan` shows.
+    # def preflight(self) -> list[Problem]: ...
+
 
 @hookimpl
 def legorl_register_verifier(register) -> None:

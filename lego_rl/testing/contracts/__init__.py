@@ -6,8 +6,10 @@ authors run the same checks through the pytest plugin (:mod:`lego_rl.testing.plu
 """
 
 from lego_rl.testing.contracts import (  # noqa: F401  (importing registers their contracts)
+    capabilities,
     components,
     dialect,
+    dialect_capabilities,
     harness,
     model,
     sandbox,

@@ -236,7 +236,7 @@ def expect(condition: bool, message: str) -> None:
 
 def problems(component: Any) -> list[Problem]:
     """The component's preflight problems, checked for shape."""
-    found = component.preflight() if hasattr(component, "preflight") else []
+    found = component.preflight() if isinstance(component, kinds.Preflights) else []
     expect(isinstance(found, list), "preflight() must return a list of Problem")
     expect(all(isinstance(p, Problem) for p in found), "preflight() items must be lego_rl.kinds.Problem")
     return found

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from lego_rl.kinds import MakesConformanceRequest
+
 from lego_rl.testing.contracts.base import (
     ContractEnv,
     ContractError,
@@ -103,15 +105,14 @@ def token_exact(proxy: Recorded, calls: list[tuple[str, str]]) -> None:
 
 
 def _own_request_round_trip(dialect: Any) -> None:
-    make = getattr(dialect, "conformance_request", None)
     expect(
-        callable(make),
+        isinstance(dialect, MakesConformanceRequest),
         f"the kit drives {', '.join(SDK_DRIVERS)} with their official SDKs; for dialect "
         f"{dialect.name!r} add conformance_request(text: str) -> tuple[str, dict]: the path of "
         "one of its routes and a request body in its API's shape that asks, non-streamed, for a "
         "reply to the user message `text`",
     )
-    path, body = make(PROMPT)
+    path, body = dialect.conformance_request(PROMPT)
     expect(
         isinstance(path, str) and path.startswith("/") and isinstance(body, dict),
         f"conformance_request must return (route path, JSON body dict), got {(path, body)!r}",

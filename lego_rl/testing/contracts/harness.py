@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from lego_rl.data import Termination, TrialResult
+from lego_rl.kinds import ScriptsConformance
 from lego_rl.testing.contracts.base import (
     ContractEnv,
     contract,
@@ -59,8 +60,8 @@ def do_nothing_fails(harness: Any, env: ContractEnv) -> None:
 def _scripted_outcome(harness: Any, env: ContractEnv, commands: list[str], expected: float) -> None:
     no_fatal_problems(harness)
     expect(
-        callable(getattr(harness, "conformance_script", None)),
-        "harness needs conformance_script(commands) -> policy turns: how the scripted policy "
+        isinstance(harness, ScriptsConformance),
+        "harness needs conformance_script(commands) -> policy turns (lego_rl.kinds.ScriptsConformance): how the scripted policy "
         "runs shell commands through this harness's own tool (see harness_kit.command_turns)",
     )
     turns = harness.conformance_script(list(commands))

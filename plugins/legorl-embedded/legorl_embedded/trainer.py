@@ -21,8 +21,7 @@ import torch
 from torch import nn
 
 from lego_rl.data import Attribution
-from lego_rl.engine.context import Group, RunContext
-from lego_rl.kinds import Problem
+from lego_rl.kinds import Group, LoadsWeights, Problem, RestoresRngState, RunContext, UsesReference
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import WarmstartSpec
 from legorl_embedded.adamw import adamw
@@ -157,7 +156,7 @@ class EmbeddedTrainer:
             temperature=ctx.spec.run.temperature or 1.0,  # 0 is greedy: no distribution to match
             vocab=model_output_vocab(model, tokenizer),
             reference=_frozen_copy(model)
-            if getattr(ctx.optimizer, "needs_reference", False)
+            if isinstance(ctx.optimizer, UsesReference) and ctx.optimizer.needs_reference
             else None,
             device=device,
             replay=self.options.routing_replay == "replay",
@@ -214,9 +213,8 @@ class EmbeddedTrainer:
         opt.load_state_dict(state.optimizer)
         schedule.load_state_dict(state.schedule)
         torch.set_rng_state(state.torch_rng)
-        set_rng = getattr(ctx.inference, "set_rng_state", None)
-        if set_rng is not None and state.inference_rng is not None:
-            set_rng(state.inference_rng)
+        if isinstance(ctx.inference, RestoresRngState) and state.inference_rng is not None:
+            ctx.inference.set_rng_state(state.inference_rng)
         ctx.restore_engine(state.engine)
         ctx.event("resume", step=state.step, path=str(where))
         ctx.log(f"resumed from {where} at step {state.step + 1}")
@@ -230,14 +228,13 @@ class EmbeddedTrainer:
         schedule: torch.optim.lr_scheduler.LRScheduler,
         step: int,
     ) -> None:
-        get_rng = getattr(ctx.inference, "get_rng_state", None)
         state = TrainerState(
             step=step,
             model=model.state_dict(),
             optimizer=opt.state_dict(),
             schedule=schedule.state_dict(),
             torch_rng=torch.get_rng_state(),
-            inference_rng=get_rng() if get_rng is not None else None,
+            inference_rng=ctx.inference.get_rng_state() if isinstance(ctx.inference, RestoresRngState) else None,
             engine=ctx.engine_state(),
         )
         save_state(ctx.run_dir, state)
@@ -375,14 +372,13 @@ class EmbeddedTrainer:
 
 
 def _weight_sink(inference: Any) -> Callable[..., None]:
-    load = getattr(inference, "load_weights", None)
-    if load is None:
+    if not isinstance(inference, LoadsWeights):
         raise TypeError(
             f"the embedded trainer pushes weights to its inference backend, but "
             f"{type(inference).__name__} has no load_weights(state_dict, version); use "
             f"inference plugin 'hf' (or one that accepts weights) with trainer 'embedded'"
         )
-    return load
+    return inference.load_weights
 
 
 def _without_infrastructure(group: Group) -> Group:

@@ -23,7 +23,7 @@ from typing import Any
 
 from lego_rl.data import Attribution, Sampling, Termination, attribute
 from lego_rl.engine.trial import TrialRunner, TrialSetup
-from lego_rl.kinds import SandboxBackend, Task
+from lego_rl.kinds import SandboxBackend, Task, TrialsRoot
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext, Registry
@@ -121,7 +121,7 @@ def run_suite(
         outcomes: list[Outcome] = []
         for name in backends:
             backend = _backend(name, workdir / f"run-{name}")
-            root = getattr(backend, "root", None) or workdir / f"run-{name}"
+            root = backend.root if isinstance(backend, TrialsRoot) else workdir / f"run-{name}"
 
             def trial(job: tuple[Attack, Target], backend: SandboxBackend = backend, name: str = name) -> Outcome:
                 attack, target = job

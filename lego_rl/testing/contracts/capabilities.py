@@ -1,0 +1,92 @@
+"""Contracts of the capabilities of the small kinds and the model side: each runs only on a
+plugin that offers the capability (:mod:`lego_rl.kinds`) and holds it to what it declares."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from lego_rl.anticheat_checks import run_checks
+from lego_rl.data import Sampling
+from lego_rl.kinds import (
+    Check,
+    ChecksBeforeAgent,
+    ChecksBeforeVerify,
+    OwnsRollout,
+    ResamplesGroups,
+    RestoresRngState,
+    Sandbox,
+    Task,
+    UsesReference,
+)
+from lego_rl.testing.contracts import components, model  # noqa: F401  (their contracts run first)
+from lego_rl.testing.contracts.base import ContractEnv, contract, expect, no_fatal_problems
+from lego_rl.testing.contracts.sandbox import started
+
+
+@contract("trainer", "owns-rollout")
+def owns_rollout(trainer: Any, env: ContractEnv) -> None:
+    """where declared, owns_rollout is True (declaring it is the claim)"""
+    if isinstance(trainer, OwnsRollout):
+        expect(
+            trainer.owns_rollout is True,
+            f"owns_rollout is {trainer.owns_rollout!r}; a trainer that does not run its own rollouts leaves it out",
+        )
+
+
+@contract("optimizer", "reference")
+def reference(optimizer: Any, env: ContractEnv) -> None:
+    """where offered, needs_reference is a bool"""
+    if isinstance(optimizer, UsesReference):
+        expect(isinstance(optimizer.needs_reference, bool), f"needs_reference is {optimizer.needs_reference!r}")
+
+
+@contract("filter", "resample-budget")
+def resample_budget(component: Any, env: ContractEnv) -> None:
+    """where offered, resample_budget is a finite share >= 0"""
+    if isinstance(component, ResamplesGroups):
+        budget = component.resample_budget
+        expect(
+            isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0,
+            f"resample_budget must be a finite number >= 0, got {budget!r}",
+        )
+
+
+@contract("anticheat", "shell-checks")
+def shell_checks(policy: Any, env: ContractEnv) -> None:
+    """where offered, a phase's shell check is the policy's own and passes an honest trial"""
+    offered: list[tuple[str, Callable[[Sandbox, Task], Check | None]]] = []
+    if isinstance(policy, ChecksBeforeAgent):
+        offered.append(("before_agent", policy.before_agent_check))
+    if isinstance(policy, ChecksBeforeVerify):
+        offered.append(("before_verify", policy.before_verify_check))
+    if not offered:
+        return
+    with started(env.sandbox_backend(), env, "contract-anticheat-checks") as sandbox:
+        task = env.task()
+        for phase, make in offered:
+            check = make(sandbox, task)
+            if check is None:
+                continue
+            expect(isinstance(check, Check), f"{phase}_check returned {check!r}, not a lego_rl.kinds.Check")
+            expect(check.policy == policy.name, f"{phase}_check's Check names policy {check.policy!r}, not {policy.name!r}")
+            found = run_checks(sandbox, [check])
+            expect(found == [], f"honest trial flagged by {phase}_check: {found}")
+
+
+@contract("inference", "rng-state")
+def rng_state(component: Any, env: ContractEnv) -> None:
+    """where offered, set_rng_state(get_rng_state()) makes the next sample repeat"""
+    if not isinstance(component, RestoresRngState):
+        return
+    no_fatal_problems(component)
+    tok = component.tokenizer
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    ids = list(tok.encode(text, add_special_tokens=False))
+    sampling = Sampling(max_tokens=8, temperature=1.0)
+    state = component.get_rng_state()
+    first = list(component.generate(ids, sampling).completion_ids)
+    component.set_rng_state(state)
+    again = list(component.generate(ids, sampling).completion_ids)
+    expect(first == again, f"after set_rng_state the sample was {again}, the first one {first}")
