@@ -116,6 +116,12 @@ def attribute(termination: Termination) -> Attribution:
     return Attribution.INFRASTRUCTURE
 
 
+class SandboxFailure(RuntimeError):
+    """Raised by a sandbox whose environment broke under a trial (its container killed from
+    outside, its daemon gone): the trial ends ``sandbox_error`` (infrastructure) in whatever
+    phase it was, never as the harness's or the verifier's failure."""
+
+
 def termination_rows() -> list[tuple[Termination, Attribution, str]]:
     """Every termination, in order, with its attribution and why (``docs/terminations.md``)."""
     return [(t, attribute(t), TERMINATION_WHY[t]) for t in Termination]

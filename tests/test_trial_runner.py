@@ -8,7 +8,7 @@ import pytest
 
 from harness_fakes import NullSandbox
 
-from lego_rl.data import Attribution, Sampling, Termination
+from lego_rl.data import Attribution, Sampling, SandboxFailure, Termination
 from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.trial import TrialRunner, TrialSetup
@@ -130,6 +130,19 @@ def test_a_verifier_that_raises_is_our_internal_error() -> None:
     result = run.run(TASK, "trial-4")
     assert result.termination == Termination.INTERNAL_ERROR and "bad toml" in result.reason
     assert result.reward == 0.0 and result.attribution == Attribution.INFRASTRUCTURE
+
+
+@pytest.mark.parametrize("where", ["harness", "verifier"])
+def test_a_sandbox_that_breaks_mid_trial_ends_it_sandbox_error(where: str) -> None:
+    broke = SandboxFailure("container c1 stopped under the command (exit code 137)")
+    harness = FakeHarness(broke if where == "harness" else HarnessResult(Termination.COMPLETED))
+    verifier = FakeVerifier(broke if where == "verifier" else VerifierResult(1.0))
+    run, setup = runner(harness, verifier)
+    result = run.run(TASK, f"trial-broke-{where}")
+    assert (result.termination, result.attribution, result.reward) == (Termination.SANDBOX_ERROR, Attribution.INFRASTRUCTURE, 0.0)
+    assert result.reason == "sandbox: SandboxFailure: container c1 stopped under the command (exit code 137)"
+    assert ("verify" in {t.phase for t in result.timings}) == (where == "verifier"), "a broken sandbox is not verified"
+    assert setup.sandbox.sandboxes[0].stopped
 
 
 def test_violation_blocks_the_reward() -> None:

@@ -19,6 +19,7 @@ from lego_rl.data import (
     Attribution,
     PhaseTiming,
     Sampling,
+    SandboxFailure,
     Termination,
     TrialResult,
     attribute,
@@ -113,10 +114,11 @@ class TrialRunner:
             pass
         except Exception as exc:  # a sandbox that fails to start, or our own bug
             phase = "sandbox" if sandbox is None else "engine"
+            lost = sandbox is None or isinstance(exc, SandboxFailure)
             _end(
                 result,
-                Termination.SANDBOX_ERROR if sandbox is None else Termination.INTERNAL_ERROR,
-                f"{phase}: {type(exc).__name__}: {exc}",
+                Termination.SANDBOX_ERROR if lost else Termination.INTERNAL_ERROR,
+                f"{'sandbox' if lost else phase}: {type(exc).__name__}: {exc}",
             )
             result.harness["traceback"] = traceback.format_exc(limit=8)
         finally:
@@ -163,6 +165,8 @@ class TrialRunner:
         with self._phase(result, "agent"):
             try:
                 outcome = s.harness.run(sandbox, task, endpoint, timeout=task.agent_timeout)
+            except SandboxFailure:
+                raise  # the sandbox broke under the harness: the trial ends (sandbox_error)
             except Exception as exc:
                 outcome = HarnessResult(
                     Termination.HARNESS_CRASH, reason=f"{type(exc).__name__}: {exc}"
@@ -178,6 +182,8 @@ class TrialRunner:
         with self._phase(result, "verify"):
             try:
                 verdict = s.verifier.score(sandbox, task)
+            except SandboxFailure:
+                raise
             except Exception as exc:  # the verifier's own failure: what the tests say is a verdict
                 verdict = VerifierResult(
                     0.0, {"reason": f"verifier: {type(exc).__name__}: {exc}"}, Termination.INTERNAL_ERROR

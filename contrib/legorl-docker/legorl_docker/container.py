@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from lego_rl.data import SandboxFailure
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult
 from legorl_docker import procs
 from legorl_docker.cli import Docker, DockerError
@@ -38,8 +39,9 @@ CLIENT_GRACE = 10.0
 RESULTS_CAP = 8 << 20
 
 
-class SandboxError(RuntimeError):
-    """The container could not be made or used (infrastructure, not the policy)."""
+class SandboxError(SandboxFailure):
+    """The container could not be made or used (infrastructure, not the policy): the trial
+    ends ``sandbox_error``."""
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Container:
         self._live: dict[int, int] = {}
         """exec number -> host pid of its root process, while it runs."""
         self._clients: set[subprocess.Popen[bytes]] = set()
+        self._removing = False
         self._as_root = os.geteuid() == 0
         for sub in ("exec", "results"):
             (run_dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -95,6 +98,7 @@ class Container:
             self.id = docker.text(*argv, timeout=120)
             state = json.loads(docker.text("inspect", "--format", "{{json .State}}", self.id))
             self.init_pid = int(state["Pid"])
+            self.init_started = procs.start_time(self.init_pid)
             self.shim_pid = procs.parent(self.init_pid)
             self.pidns = procs.pidns(self.init_pid)
         except Exception:
@@ -169,6 +173,8 @@ class Container:
                 pid_path.unlink(missing_ok=True)
             seconds = time.monotonic() - start
             stdout, stderr = _tail(out), _tail(err)
+        if not self.alive():
+            raise SandboxError(f"container {self.name} stopped under the command ({self.ended()}): it was killed from outside the trial, or its daemon failed")
         if not started and not timed_out:
             raise SandboxError(f"container {self.name} did not run the command (docker exec exit {code}): {stderr.strip()[-800:]}")
         if timed_out or code is None:
@@ -234,6 +240,22 @@ class Container:
         roots = procs.commands(self.shim_pid, self.init_pid, self.pidns)
         return [p for root in roots for p in procs.tree(root)] + procs.leftovers(self.init_pid, set())
 
+    def alive(self) -> bool:
+        """Whether the container's init still runs (or we are removing it ourselves)."""
+        return self._removing or procs.running(self.init_pid, self.init_started)
+
+    def ended(self) -> str:
+        """How the container's init ended, as the daemon tells (exit code, OOM kill, error)."""
+        try:
+            self.docker.run("wait", self.id, check=False, timeout=60)  # until the daemon saw the end
+            state = json.loads(self.docker.text("inspect", "--format", "{{json .State}}", self.id, timeout=60))
+        except (DockerError, ValueError) as exc:
+            return f"the daemon cannot say: {str(exc)[-200:]}"
+        said = [f"status {state.get('Status')}", f"exit code {state.get('ExitCode')}"]
+        said += ["OOM-killed"] if state.get("OOMKilled") else []
+        said += [f"error {state['Error']}"] if state.get("Error") else []
+        return ", ".join(said)
+
     # ------------------------------------------------------------------ files
 
     def put_tar(self, tar: IO[bytes], dest: str = "/") -> None:
@@ -294,6 +316,7 @@ class Container:
     def remove(self) -> None:
         """Kill everything and delete the container (and its run dir)."""
         with self._lock:
+            self._removing = True
             clients = list(self._clients)
         for client in clients:
             with contextlib.suppress(OSError):

@@ -78,6 +78,23 @@ def start_time(pid: int) -> int:
         return -1
 
 
+PF_EXITING = 0x4
+
+
+def running(pid: int, started: int) -> bool:
+    """Whether ``pid`` (started at ``started`` ticks) still runs: not gone, reused, a zombie, or
+    exiting (the kernel marks it so before it kills the rest of its PID namespace)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    try:
+        return int(fields[19]) == started and fields[0] not in ("Z", "X", "x") and not int(fields[6]) & PF_EXITING
+    except (IndexError, ValueError):
+        return False
+
+
 def pidns(pid: int) -> str:
     """``pid``'s PID namespace ('' when it is gone)."""
     try:

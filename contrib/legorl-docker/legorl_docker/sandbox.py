@@ -263,6 +263,8 @@ class DockerSandbox:
         with self._lock:
             start = time.monotonic()
             container = self._container
+            if container is not None and not container.alive():
+                raise SandboxError(f"the agent's container {container.name} stopped before verification ({container.ended()}): killed from outside the trial, or its daemon failed")
             killed = container.kill_all() if container is not None else 0
             diff = verify.merge(self._earlier, container.diff()) if container is not None else list(self._earlier)
             policy = CrossingPolicy.for_task(task, self.image.roots)
