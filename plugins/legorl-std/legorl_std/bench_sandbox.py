@@ -7,11 +7,20 @@ in repository size (overlayfs). ``copy_start_*`` shows the same start as a full 
 contrast. Pristine verification: sealing the starting state and the move to a fresh copy
 with a one-file change (``*_seal_*``, ``*_pristine_*``). Verifier overhead:
 ``ScriptVerifier.score`` of a test.sh that only writes the reward, and one ``exec`` of ``true``.
+
+``--backend NAME`` (any sandbox of the registry: ``harbor``, ``docker``, ...; ``--options``
+its options as JSON) measures that backend beside ``local`` in the same run instead: a trial's
+sandbox ready (``start`` and a first ``exec``, which a container backend may create lazily)
+and stopped, and whole ``TrialRunner`` trials of the kit's ``fix-add`` (the scripted fix
+through a real proxy, the ``test-script`` verifier); ``trial_overhead_p50_ms`` is what the
+backend adds to a trial over ``local``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -19,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from lego_rl import hookimpl
+from lego_rl.data import Sampling, Termination
+from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import Task
-from lego_rl.registry import BuildContext
+from lego_rl.registry import BuildContext, Registry, default_registry
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.test_script import ScriptVerifier
 
@@ -83,11 +94,84 @@ def measure_pristine(backend: LocalSandboxBackend, task: Task, trials: int, tag:
     return figures
 
 
+FIX = "sed -i 's/a - b/a + b/' calc.py"
+"""The scripted agent's fix of the kit's ``fix-add`` task."""
+
+
+def trial_seconds(registry: Registry, ctx: BuildContext, backend: Any, task: Task, trial_id: str) -> float:
+    """One whole trial of ``task`` on ``backend``: the scripted fix through a real proxy, the
+    ``test-script`` verifier, no anti-cheat; it must end completed with reward 1."""
+    from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
+    from lego_rl.proxy.server import ProxyServer
+
+    proxy = ProxyServer(ScriptedInference(tiny_chat_tokenizer(), []),
+                        {"openai-chat": registry.build("dialect", "openai-chat", None, ctx)}, model_name="policy")  # fmt: skip
+    setup = TrialSetup(
+        sandbox=backend, harness=registry.build("harness", "scripted", {"commands": [FIX]}, ctx),
+        verifier=registry.build("verifier", "test-script", None, ctx), proxy=proxy, dialect="openai-chat",
+        model_name="policy", sampling=Sampling(),
+    )  # fmt: skip
+    proxy.start()
+    try:
+        start = time.perf_counter()
+        result = TrialRunner(setup).run(task, trial_id)
+        seconds = time.perf_counter() - start
+    finally:
+        proxy.stop()
+    if result.termination != Termination.COMPLETED or result.reward != 1.0:
+        raise RuntimeError(f"bench trial {trial_id} ended {result.termination} (reward {result.reward}): {result.reason}")
+    return seconds
+
+
+def compare(name: str, options: dict[str, Any], trials: int) -> dict[str, Any]:
+    """The sandbox ``name`` beside ``local``: ready/stop per trial and whole trials."""
+    from lego_rl.testing.contracts.base import ContractEnv
+
+    root = Path(tempfile.mkdtemp(prefix="legorl-bench-sandbox-", dir="/var/tmp"))
+    try:
+        registry = default_registry()
+        env = ContractEnv(root, registry)
+        ctx = env.build_context()
+        task = env.task("fix-add")
+        backends = {name: registry.build("sandbox", name, options, ctx), "local": registry.build("sandbox", "local", {"keep": False}, ctx)}
+        figures: dict[str, Any] = {"trials": trials, "backend": name}
+        for label, backend in backends.items():
+            first = time.perf_counter()
+            box = backend.start(task, f"{label}-warm")
+            box.exec("true", timeout=600)  # an image build, a base image import: not a trial's
+            box.stop()
+            figures[f"{label}_first_start_ms"] = round((time.perf_counter() - first) * 1000, 1)
+            readies, stops = [], []
+            for i in range(trials):
+                t0 = time.perf_counter()
+                box = backend.start(task, f"{label}-{i}")
+                box.exec("true", timeout=60)
+                t1 = time.perf_counter()
+                box.stop()
+                readies.append(t1 - t0)
+                stops.append(time.perf_counter() - t1)
+            figures[f"{label}_ready_p50_ms"], figures[f"{label}_ready_p99_ms"] = percentiles(readies)
+            figures[f"{label}_stop_p50_ms"], figures[f"{label}_stop_p99_ms"] = percentiles(stops)
+            runs = [trial_seconds(registry, ctx, backend, task, f"{label}-trial-{i}") for i in range(trials)]
+            figures[f"{label}_trial_p50_ms"], figures[f"{label}_trial_p99_ms"] = percentiles(runs)
+        figures["trial_overhead_p50_ms"] = round(figures[f"{name}_trial_p50_ms"] - figures["local_trial_p50_ms"], 2)
+        return figures
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(args: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="legorl bench sandbox")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--verify", type=int, default=5, help="Verifier runs to time.")
+    parser.add_argument("--backend", help="Measure this sandbox of the registry beside local (harbor, docker, ...).")
+    parser.add_argument("--options", default="{}", help="The backend's options, as a JSON object.")
     opts = parser.parse_args(args)
+    if opts.backend and opts.backend != "local":
+        figures = compare(opts.backend, json.loads(opts.options), opts.trials)
+        for line in (f"{k}: {v}" for k, v in figures.items()):
+            print(line)
+        return figures
     root = Path(tempfile.mkdtemp(prefix="legorl-bench-sandbox-", dir="/var/tmp"))
     small, large = make_task(root, 10), make_task(root, 10_000)
     ctx = BuildContext(run_dir=root / "run")
