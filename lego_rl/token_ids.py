@@ -15,6 +15,7 @@ of this type take any sequence of ints and serialise as a JSON array.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -77,6 +78,11 @@ class TokenIds(Sequence[int]):
 
     def tolist(self) -> list[int]:
         return self._view().tolist()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes this sequence keeps alive (the object and its packed ids)."""
+        return sys.getsizeof(self) + sys.getsizeof(self._raw)
 
     def startswith(self, prefix: TokenIds) -> bool:
         """Whether these ids begin with ``prefix`` (a comparison of bytes)."""

@@ -9,6 +9,7 @@ import pytest
 from legorl_std.dialect_anthropic import AnthropicDialect
 
 from lego_rl.proxy import jsonio
+from lego_rl.proxy.budgets import size_of
 from lego_rl.proxy.errors import BadRequest
 from lego_rl.proxy.jsontexts import TextMemo, field_texts, item_texts
 from lego_rl.proxy.pipeline import read_request
@@ -145,14 +146,14 @@ def test_text_memo_keeps_parses_by_text_and_not_failures():
             raise BadRequest("bad")
         return [value]
 
-    memo = TextMemo(parse, size=2)
+    memo = TextMemo(parse, budget=2 * (size_of(b'"a"') + size_of(["a"])))
     assert memo.get(b'"a"') is memo.get(b'"a"') and seen == ["a"]
     with pytest.raises(BadRequest):
         memo.get(b'"bad"')
     with pytest.raises(BadRequest):
         memo.get(b'"bad"')
     memo.get(b'"b"'), memo.get(b'"c"')
-    assert list(memo.entries) == [b'"b"', b'"c"'] and seen == ["a", "bad", "bad", "b", "c"]
+    assert list(memo.cache.entries) == [b'"b"', b'"c"'] and seen == ["a", "bad", "bad", "b", "c"]
     assert jsonio.loads(b'"a"') == "a"
 
 

@@ -97,14 +97,17 @@ def test_sessions_sharing_a_first_message_keep_their_own_entries():
     assert len(memo.entries) == 2
 
 
-def test_the_memo_keeps_at_most_size_conversations():
+def test_the_memo_keeps_conversations_within_its_byte_budget():
     dialect = AnthropicDialect()
-    dialect.memo.size = 3
-    for n in range(5):
+    dialect.parse(body([{"role": "user", "content": "task 0"}]))
+    one = dialect.memo.entries.nbytes
+    dialect.memo.entries.budget = 3 * one
+    for n in range(1, 5):
         dialect.parse(body([{"role": "user", "content": f"task {n}"}]))
-    assert [text for _, text in dialect.memo.entries] == [
+    assert [text for _, text in dialect.memo.entries.entries] == [
         b'{"role":"user","content":"task %d"}' % n for n in (2, 3, 4)
     ]
+    assert dialect.memo.entries.nbytes == 3 * one <= dialect.memo.entries.budget
 
 
 def array_memo() -> MessageMemo:
@@ -119,9 +122,9 @@ def test_an_array_that_starts_with_an_earlier_one_reads_only_its_new_items():
     memo = array_memo()
     assert contents(memo.parse_array(b'[{"a": 1}, "x" ]')) == [{"a": 1}, "x"]
     assert contents(memo.parse_array(b'[{"a": 1}, "x" , 3,4]')) == [{"a": 1}, "x", 3, 4]
-    assert (memo.reused, memo.parsed) == (2, 4) and memo.held == 1
+    assert (memo.reused, memo.parsed) == (2, 4) and len(memo.arrays) == 1
     assert contents(memo.parse_array(b'[{"a": 1}, "x" , 3,4]')) == [{"a": 1}, "x", 3, 4]  # retry
-    assert (memo.reused, memo.parsed, memo.held) == (6, 4, 1)
+    assert (memo.reused, memo.parsed, len(memo.arrays)) == (6, 4, 1)
 
 
 def test_an_array_whose_last_known_item_grew_is_read_afresh():
@@ -133,9 +136,14 @@ def test_an_array_whose_last_known_item_grew_is_read_afresh():
     assert memo.parse_array(b"[]") is None and memo.parse_array(b"{}") is None
 
 
-def test_arrays_held_stay_within_the_memo_size():
-    memo = MessageMemo(lambda raw, i: [ChatMessage("user", str(raw))], size=3)
+def test_arrays_held_stay_within_the_memo_budget_and_four_a_scope():
+    memo = MessageMemo(lambda raw, i: [ChatMessage("user", str(raw))], budget=3 * 3000)
     for n in range(6):
         memo.parse_array(json.dumps([f"conversation {n}" + " " * 600, n]).encode())
-    assert memo.held == 3 and sum(len(b) for b in memo.arrays.values()) == 3
+    assert len(memo.arrays) == 3 and memo.arrays.nbytes <= 3 * 3000
+    assert memo.arrays.nbytes == sum(e.nbytes for e in memo.arrays.entries.values())
+    memo = array_memo()
+    for n in range(6):
+        memo.parse_array(json.dumps([f"conversation {n}", n]).encode(), "session")
+    assert len(memo.arrays.scoped("session")) == 4
     assert memo.parse_array(b"[1, 2, tru]") is None  # not JSON: the caller's full read says why

@@ -24,12 +24,13 @@ off for that cache (counted in ``mismatches``), and the plain ids are returned.
 from __future__ import annotations
 
 import re
+import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from lego_rl.proxy.bpe import tiktoken_twin
+from lego_rl.proxy.budgets import ByteLRU, MiB, ids_size
 
 CUT = re.compile(r"(?<=\n)(?=\S)")
 """Where text may be cut: after a line break, before anything but whitespace."""
@@ -191,22 +192,23 @@ def pieces(text: str, min_chars: int) -> list[str]:
 
 
 class ChunkCache:
-    """Ids of text pieces, least recently used first out past ``max_chars`` of cached text."""
+    """Ids of text pieces, least recently used first out past ``budget`` bytes (each piece's
+    text and ids, :func:`~lego_rl.proxy.budgets.ids_size`; what a failed request added is
+    taken back)."""
 
     def __init__(
         self,
         encoder: Encoder,
         *,
         min_chars: int = 256,
-        max_chars: int = 32_000_000,
+        budget: int = 256 * MiB,
         verify_first: int = 4,
         check_every: int = 64,
     ):
-        self.encoder, self.min_chars, self.max_chars = encoder, min_chars, max_chars
+        self.encoder, self.min_chars = encoder, min_chars
         self.check: SpotCheck[list[int]] = SpotCheck(verify_first, check_every, uses="texts")
-        self.entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self.entries: ByteLRU[str, tuple[int, ...]] = ByteLRU("tokenizer.chunks", budget)
         """Cached ids as tuples: the garbage collector skips them (it walks every list)."""
-        self.chars = 0
         self.lock = threading.Lock()
         self.found = {"hits": 0, "misses": 0}
         self.cut_safe = self._chunked(PROBE) == encoder.encode(PROBE)
@@ -229,12 +231,9 @@ class ChunkCache:
     def _chunked(self, text: str) -> list[int]:
         parts = pieces(text, self.min_chars)
         found: list[Sequence[int] | None] = []
-        with self.lock:
-            for part in parts:
-                ids = self.entries.get(part)
-                if ids is not None:
-                    self.entries.move_to_end(part)
-                found.append(ids)
+        for part in parts:
+            entry = self.entries.get(part)
+            found.append(entry.value if entry is not None else None)
         missing = [p for p, ids in zip(parts, found, strict=True) if ids is None]
         fresh = iter(self.encoder.encode_many(missing) if missing else [])
         out: list[int] = []
@@ -249,10 +248,6 @@ class ChunkCache:
         return out
 
     def _store(self, part: str, ids: Sequence[int]) -> None:
-        if part in self.entries or len(part) > self.max_chars:
-            return
-        self.entries[part] = tuple(ids)
-        self.chars += len(part)
-        while self.chars > self.max_chars:
-            old, _ = self.entries.popitem(last=False)
-            self.chars -= len(old)
+        if part not in self.entries:
+            kept = tuple(ids)
+            self.entries.put(part, kept, sys.getsizeof(part) + ids_size(kept))

@@ -15,13 +15,12 @@ limit) gives None: the caller reads the body the ordinary way, whose error says 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from lego_rl.proxy.budgets import ByteLRU, Entry, MiB, size_of
 from lego_rl.proxy.jsonio import loads
 
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -29,7 +28,6 @@ _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
-_MISSING = object()
 
 
 def field_texts(body: bytes) -> dict[str, bytes] | None:
@@ -61,37 +59,38 @@ def read_fields(texts: FieldTexts) -> dict[str, Any]:
 
 
 class TextMemo(Generic[K, T]):
-    """``parse(read(text))`` for the ``size`` most recently used texts: JSON texts (``read``:
+    """``parse(read(text))`` for the most recently used texts, up to ``budget`` bytes (texts
+    and parses, :func:`lego_rl.proxy.budgets.size_of`): JSON texts (``read``:
     :func:`lego_rl.proxy.jsonio.loads`), or any hashable of them with its own ``read``.
 
     Exact by construction: a parse depends on the value alone, and the same text is the same
     value. Parses are shared between the requests that reuse them: nobody may mutate them. A
-    parse that raises is not kept. The latest text is compared first: a harness's system
-    prompt and tool list (~70 KB for Claude Code) are equal call after call, and comparing them
-    costs a tenth of hashing them."""
+    parse that raises is not kept, nor what a request that fails put (see
+    :func:`~lego_rl.proxy.budgets.tentative`). The latest text is compared first: a harness's
+    system prompt and tool list (~70 KB for Claude Code) are equal call after call, and
+    comparing them costs a tenth of hashing them."""
 
     def __init__(
-        self, parse: Callable[[Any], T], size: int = 16, read: Callable[[K], Any] = loads
+        self,
+        parse: Callable[[Any], T],
+        name: str = "text-memo",
+        budget: int = 32 * MiB,
+        read: Callable[[K], Any] = loads,
     ):
-        self.parse, self.size, self.read = parse, size, read
-        self.entries: OrderedDict[K, T] = OrderedDict()
-        self.lock = threading.Lock()
-        self._latest: tuple[K, T] | None = None
+        self.parse, self.read = parse, read
+        self.cache: ByteLRU[K, T] = ByteLRU(name, budget)
+        self._latest: Entry[K, T] | None = None
 
     def get(self, text: K) -> T:
         latest = self._latest
-        if latest is not None and latest[0] == text:
-            return latest[1]
-        with self.lock:
-            found = self.entries.get(text, _MISSING)
-            if found is not _MISSING:
-                self.entries.move_to_end(text)
-                self._latest = (text, found)  # type: ignore[assignment]
-                return found  # type: ignore[return-value]
+        if latest is not None and latest.alive and latest.key == text:
+            return latest.value
+        found = self.cache.get(text)
+        if found is not None:
+            self._latest = found
+            return found.value
         value = self.parse(self.read(text))
-        with self.lock:
-            self.entries[text] = value
-            self._latest = (text, value)
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+        entry = self.cache.put(text, value, size_of(text) + size_of(value))
+        if entry is not None:
+            self._latest = entry
         return value

@@ -19,13 +19,14 @@ Parsed messages are shared between the requests that reuse them: nobody may muta
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.kinds import ChatMessage
+from lego_rl.proxy.budgets import ByteLRU, MiB, size_of
 from lego_rl.proxy.jsonio import dumps, loads
 from lego_rl.proxy.jsontexts import item_texts
 
@@ -40,8 +41,14 @@ _PER_SCOPE = 4
 class _Array:
     head: memoryview
     """The array's text up to its last item (no closing bracket, no whitespace before it): a
-    view of the request's bytes, not a copy of them."""
+    view of the array's bytes as the body had them, not a copy of them."""
     parsed: list[list[ChatMessage]]
+    parsed_bytes: int
+    """What ``parsed`` keeps alive (the earlier array's parses included)."""
+
+    @property
+    def nbytes(self) -> int:
+        return sys.getsizeof(self.head) + sys.getsizeof(self.head.obj) + self.parsed_bytes
 
 
 @dataclass
@@ -59,26 +66,30 @@ def _head(array: bytes) -> memoryview:
 
 
 class MessageMemo:
-    """The parsed messages of the ``size`` most recently seen conversations.
+    """The parsed messages of the most recently seen conversations, up to ``budget`` bytes
+    (:mod:`lego_rl.proxy.budgets`: texts and parses, what a failed request put taken back).
 
     A request reuses the longest cached conversation its messages start with and replaces
     it (the conversation moved on), so a session's entry follows its latest call. Entries are
-    found by (message count, last message's text): a dict lookup per candidate length."""
+    found by (message count, last message's text): a dict lookup per candidate length. Arrays
+    read by :meth:`parse_array` belong to their scope (a session), dropped when it closes."""
 
-    def __init__(self, parse_one: ParseOne, size: int = 256):
-        self.parse_one, self.size = parse_one, size
-        self.entries: OrderedDict[tuple[int, bytes], _Conversation] = OrderedDict()
-        self.arrays: OrderedDict[bytes, list[_Array]] = OrderedDict()
-        """Arrays read by :meth:`parse_array` by scope, least recently used scope first; ``held``
-        of them in all, at most ``size``."""
-        self.held = 0
+    def __init__(self, parse_one: ParseOne, name: str = "messages", budget: int = 256 * MiB):
+        self.parse_one = parse_one
+        self.entries: ByteLRU[tuple[int, bytes], _Conversation] = ByteLRU(
+            f"{name}.conversations", budget
+        )
+        self.arrays: ByteLRU[tuple[str, int], _Array] = ByteLRU(f"{name}.arrays", budget)
+        """Arrays read by :meth:`parse_array`, by (scope, serial); at most ``_PER_SCOPE`` a
+        scope."""
         self.lock = threading.Lock()
         self.reused = self.parsed = 0
+        self._serial = 0
 
     def _longest(self, texts: list[bytes]) -> tuple[int, bytes] | None:
         for k in range(len(texts), 0, -1):
             entry = self.entries.get((k, texts[k - 1]))
-            if entry is not None and entry.texts == texts[:k]:
+            if entry is not None and entry.value.texts == texts[:k]:
                 return (k, texts[k - 1])
         return None
 
@@ -97,14 +108,14 @@ class MessageMemo:
         item, followed by a comma or the end, gives the messages it had: a JSON value's text
         decides its value, so those items are the earlier array's. Only the items after them
         are read (:func:`lego_rl.proxy.jsonio.loads`; ValueError when one is not JSON)."""
-        with self.lock:
-            candidates = list(self.arrays.get(scope, ()))
+        candidates = self.arrays.scoped(scope)
         known, new = None, None
         for entry in candidates:
-            if known is not None and len(entry.head) <= len(known.head):
+            head = entry.value.head
+            if known is not None and len(head) <= len(known.value.head):
                 continue
-            if len(entry.head) < len(array) and array.startswith(entry.head):
-                rest = array[len(entry.head) :].lstrip()
+            if len(head) < len(array) and array.startswith(head):
+                rest = array[len(head) :].lstrip()
                 if rest == b"]":
                     known, new = entry, []
                 elif rest[:1] == b",":
@@ -115,47 +126,39 @@ class MessageMemo:
             known, new = None, item_texts(array)
             if not new:
                 return None
-        earlier = known.parsed if known is not None else []
-        parsed = earlier + [
-            self.parse_one(loads(text), i) for i, text in enumerate(new, start=len(earlier))
-        ]
+        earlier = known.value.parsed if known is not None else []
+        fresh = [self.parse_one(loads(text), i) for i, text in enumerate(new, start=len(earlier))]
+        parsed = earlier + fresh
         with self.lock:
             self.reused += len(earlier)
             self.parsed += len(new)
-            entries = self.arrays.setdefault(scope, [])
-            self.arrays.move_to_end(scope)
-            if known is not None and not new:  # the same array again (a retry)
-                return [m for messages in parsed for m in messages]
-            if known is not None and known in entries:
-                entries.remove(known)  # the conversation moved on
-                self.held -= 1
-            entries.append(_Array(_head(array), parsed))
-            self.held += 1
-            if len(entries) > _PER_SCOPE:
-                entries.pop(0)
-                self.held -= 1
-            while self.held > self.size:
-                oldest = next(iter(self.arrays.values()))
-                if oldest:
-                    oldest.pop(0)
-                    self.held -= 1
-                if not oldest:
-                    self.arrays.popitem(last=False)
+            self._serial += 1
+            serial = self._serial
+        if known is not None and not new:  # the same array again (a retry)
+            return [m for messages in parsed for m in messages]
+        if known is not None:
+            self.arrays.discard(known)  # the conversation moved on
+        parsed_bytes = (known.value.parsed_bytes if known is not None else 0) + size_of(fresh)
+        kept = _Array(_head(array), parsed, parsed_bytes)
+        self.arrays.put((scope, serial), kept, kept.nbytes, scope)
+        for old in self.arrays.scoped(scope)[:-_PER_SCOPE]:
+            self.arrays.discard(old)
         return [m for messages in parsed for m in messages]
 
     def _parse(self, texts: list[bytes], raw: list[Any]) -> list[ChatMessage]:
-        with self.lock:
-            key = self._longest(texts)
-            known = self.entries[key].parsed if key is not None else []
-        parsed = known + [self.parse_one(raw[i], i) for i in range(len(known), len(texts))]
+        key = self._longest(texts)
+        found = self.entries.get(key) if key is not None else None
+        known = found.value.parsed if found is not None else []
+        fresh = [self.parse_one(raw[i], i) for i in range(len(known), len(texts))]
+        parsed = known + fresh
         with self.lock:
             self.reused += len(known)
             self.parsed += len(texts) - len(known)
-            if key is not None:
-                self.entries.pop(key, None)
-            if texts:
-                self.entries[(len(texts), texts[-1])] = _Conversation(texts, parsed)
-                self.entries.move_to_end((len(texts), texts[-1]))
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+        if found is not None:
+            self.entries.discard(found)
+        if texts:
+            grown = size_of(texts[len(known) :]) + size_of(fresh)
+            nbytes = (found.nbytes if found is not None else size_of([[], []])) + grown
+            conversation = _Conversation(texts, parsed)
+            self.entries.put((len(texts), texts[-1]), conversation, nbytes)
         return [m for messages in parsed for m in messages]

@@ -31,6 +31,7 @@ from lego_rl.kinds import (
     StreamingDialect,
 )
 from lego_rl.proxy import errors
+from lego_rl.proxy.budgets import tentative
 from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
 from lego_rl.proxy.parsing import json_object
@@ -245,14 +246,21 @@ class CallHandler:
 
     def count_tokens(self, session: ProxySession, dialect: Dialect, body: Body) -> int:
         """Prompt tokens a request would take (no generation, nothing recorded)."""
-        request = read_request(dialect, body)
-        text = render_text(self.inference.tokenizer, request, self.template)
-        return len(tokenize_prompt(self.inference.tokenizer, text, None, self.prefix_cache).ids)
+        with tentative():
+            request = read_request(dialect, body)
+            text = render_text(self.inference.tokenizer, request, self.template)
+            ids = tokenize_prompt(self.inference.tokenizer, text, None, self.prefix_cache).ids
+        return len(ids)
 
     # -------------------------------------------------------------- stages
 
     def prepare(self, session: ProxySession, dialect: Dialect, body: Body) -> Call:
-        """Parse and render; reserve the call's index in its thread. Raises ProxyError."""
+        """Parse and render; reserve the call's index in its thread. Raises ProxyError, and
+        then leaves nothing in any cache (:func:`~lego_rl.proxy.budgets.tentative`)."""
+        with tentative():
+            return self._prepare(session, dialect, body)
+
+    def _prepare(self, session: ProxySession, dialect: Dialect, body: Body) -> Call:
         request = read_request(dialect, body, session.id)
         request.model = request.model or self.model_name
         request.tools = self.tools.share(request.tools)
@@ -274,18 +282,20 @@ class CallHandler:
                     f"session {session.id} reached its limit of {session.max_calls} model calls",
                     errors.MAX_CALLS,
                 )
+            known = len(session.threads)
             thread = session.thread_for(text, system_prompt(request), request.model)
-            thread.rendering = rendering
             rendered = tokenize_prompt(tokenizer, text, thread.context, self.prefix_cache)
             room = self.max_context - len(rendered.ids)
             if room < 1:
                 session.context_overflow = True
+                session.refused(thread, opened=thread not in session.threads[:known])
                 message = (
                     f"this model's maximum context length is {self.max_context} tokens; the "
                     f"prompt has {len(rendered.ids)} tokens, leaving no room for a completion"
                 )
                 session.errors.append(message)
                 raise ProxyError(400, message, errors.CONTEXT_LENGTH, "messages")
+            thread.rendering = rendering
             stop = stop_ids(self.eos, session.sampling)
             # Built without validation: the fields are typed here (ids are TokenIds), and
             # validating prompt ids would copy a sequence as long as the context on every call.

@@ -10,8 +10,8 @@ by the tokens of the remaining text: the sampled tokens are never re-tokenized, 
 from __future__ import annotations
 
 import json
+import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,6 +20,7 @@ from typing import Any
 
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
+from lego_rl.proxy.budgets import ByteLRU, MiB
 from lego_rl.proxy.chunks import ChunkCache, Encoder, readable
 from lego_rl.proxy.errors import BadRequest
 from lego_rl.proxy.jsonio import check_depth
@@ -219,6 +220,10 @@ class Context:
         object.__setattr__(self, "_latest", (text, n))
         return n
 
+    def forget(self) -> None:
+        """Let go of the latest text asked about (a refused prompt's)."""
+        object.__setattr__(self, "_latest", (None, None))
+
     @classmethod
     def of(cls, tokenizer: Any, record: CallRecord, prompt_text: str | None = None) -> Context:
         """The context a recorded call left; ``prompt_text`` saves decoding the prompt."""
@@ -237,13 +242,14 @@ class PrefixCache:
 
     Text is cut right after the first ``marker`` (a special token: tokenizers split special
     tokens out before anything else, so tokenizing the two parts separately gives the same
-    ids as tokenizing the whole). Least recently used entries are evicted past ``size``."""
+    ids as tokenizing the whole). Least recently used entries are evicted past ``budget``
+    bytes (:mod:`lego_rl.proxy.budgets`; what a failed request added is taken back)."""
 
-    def __init__(self, tokenizer: Any, marker: str = "<|im_end|>", size: int = 64):
-        self.tokenizer, self.marker, self.size = tokenizer, marker, size
+    def __init__(self, tokenizer: Any, marker: str = "<|im_end|>", budget: int = 64 * MiB):
+        self.tokenizer, self.marker = tokenizer, marker
         self.encoder = Encoder(tokenizer)
         self.chunks = ChunkCache(self.encoder)
-        self.entries: OrderedDict[str, TokenIds] = OrderedDict()
+        self.entries: ByteLRU[str, TokenIds] = ByteLRU("tokenizer.prefixes", budget)
         self.lock = threading.Lock()
         self._usable: bool | None = None
         self.hits = self.misses = 0
@@ -260,15 +266,14 @@ class PrefixCache:
         cut = at + len(self.marker)
         head = text[:cut]
         with self.lock:  # a miss is tokenized once, even when sessions start together
-            ids = self.entries.get(head)
-            if ids is None:
+            entry = self.entries.get(head)
+            if entry is None:
                 self.misses += 1
-                ids = self.entries[head] = TokenIds(self.encoder.encode(head))
-                while len(self.entries) > self.size:
-                    self.entries.popitem(last=False)
+                ids = TokenIds(self.encoder.encode(head))
+                self.entries.put(head, ids, sys.getsizeof(head) + ids.nbytes)
             else:
                 self.hits += 1
-            self.entries.move_to_end(head)
+                ids = entry.value
         return ids + self.chunks.encode(text[cut:])
 
 

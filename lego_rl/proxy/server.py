@@ -28,6 +28,7 @@ from starlette.types import Receive
 from lego_rl.data import CallRecord, Sampling
 from lego_rl.kinds import Dialect, Inference
 from lego_rl.proxy import errors
+from lego_rl.proxy.budgets import forget_scope
 from lego_rl.proxy.errors import ErrorShape, ProxyError
 from lego_rl.proxy.jsonio import FastJSONResponse as JSONResponse
 from lego_rl.proxy.limits import InFlight, Ticket, read_body
@@ -157,12 +158,15 @@ class ProxyServer:
 
     def close_session(self, session_id: str) -> ProxySession:
         """Stop serving a session (later requests are answered as a wrong key's) and hand back
-        its records."""
+        its records; what it kept for a next call and its entries in every cache are freed."""
         try:
             session = self.sessions.pop(session_id)
         except KeyError:
             raise KeyError(f"proxy session {session_id!r} is not open") from None
         session.closed = True
+        with session.lock:
+            session.release()
+        forget_scope(session_id)
         return session
 
     # -------------------------------------------------------------- requests

@@ -72,6 +72,11 @@ class Thread:
         """How much of ``text`` this thread's context explains (0: none)."""
         return 0 if self.context is None else self.context.extent(text) or 0
 
+    def release(self) -> None:
+        """Drop what the thread keeps for a next call (its session closed): the rendering and
+        the context's texts; the calls stay."""
+        self.rendering, self._context, self._left = None, None, None
+
 
 @dataclass
 class ProxySession:
@@ -120,6 +125,20 @@ class ProxySession:
     @property
     def generations(self) -> int:
         return sum(1 for c in self.calls if c.error is None)
+
+    def refused(self, thread: Thread, opened: bool) -> None:
+        """Undo what a prompt refused at ``thread`` left (call with ``lock`` held): the thread,
+        when the prompt ``opened`` it, and every context's memo of the prompt's text."""
+        if opened and not thread.calls and thread in self.threads:
+            self.threads.remove(thread)
+        for kept in self.threads:
+            if kept._context is not None:
+                kept._context.forget()
+
+    def release(self) -> None:
+        """Drop what the session's threads keep for a next call (it closed)."""
+        for thread in self.threads:
+            thread.release()
 
     def thread_for(self, text: str, system: str, model: str) -> Thread:
         """The conversation a prompt belongs to (call with ``lock`` held).

@@ -12,16 +12,30 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from lego_rl.proxy.budgets import MiB, on_failure, size_of, track
+
 Tools = list[dict[str, Any]]
 
 
 class SharedTools:
-    """The ``size`` most recently seen distinct tool lists."""
+    """The most recently seen distinct tool lists, up to ``budget`` bytes
+    (:func:`~lego_rl.proxy.budgets.size_of`; a list a failed request brought is taken back)."""
 
-    def __init__(self, size: int = 16):
-        self.size = size
-        self.recent: list[Tools] = []
+    name = "shared-tools"
+
+    def __init__(self, budget: int = 16 * MiB):
+        self.budget = budget
+        self.recent: list[tuple[Tools, int]] = []
+        """(list, its bytes), the most recent first."""
         self.lock = threading.Lock()
+        track(self)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(n for _, n in self.recent)
+
+    def forget(self, scope: str) -> None:
+        """Tool lists are shared by every session: nothing is a session's own."""
 
     def share(self, tools: Tools) -> Tools:
         """A recent list equal to ``tools``, else ``tools`` itself; either is now the most
@@ -29,8 +43,19 @@ class SharedTools:
         if not tools:
             return tools
         recent = self.recent  # replaced, never mutated: a snapshot without the lock
-        found = next((known for known in recent if known is tools or known == tools), tools)
+        found = next((kept for kept in recent if kept[0] is tools or kept[0] == tools), None)
+        if found is None:
+            found = (tools, size_of(tools))
+            on_failure(lambda: self._drop(tools))
         with self.lock:
-            rest = [known for known in self.recent if known is not found]
-            self.recent = [found, *rest][: self.size]
-        return found
+            kept, total = [found], found[1]
+            for other in self.recent:
+                if other[0] is not found[0] and total + other[1] <= self.budget:
+                    kept.append(other)
+                    total += other[1]
+            self.recent = kept if found[1] <= self.budget else kept[1:]
+        return found[0]
+
+    def _drop(self, tools: Tools) -> None:
+        with self.lock:
+            self.recent = [kept for kept in self.recent if kept[0] is not tools]

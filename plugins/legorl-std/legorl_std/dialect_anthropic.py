@@ -251,13 +251,15 @@ class AnthropicDialect:
 
     def __init__(self, options: AnthropicOptions | None = None) -> None:
         self.options = options or AnthropicOptions()
-        self.memo = MessageMemo(parse_message)
-        self.systems: TextMemo[bytes, list[ChatMessage]] = TextMemo(_system_head)
+        self.memo = MessageMemo(parse_message, f"{self.name}.messages")
+        self.systems: TextMemo[bytes, list[ChatMessage]] = TextMemo(
+            _system_head, f"{self.name}.system"
+        )
         self.tools: TextMemo[bytes, tuple[list[dict[str, Any]], list[str]]] = TextMemo(
-            partial(_tools, policy=self.options.hosted_tools)
+            partial(_tools, policy=self.options.hosted_tools), f"{self.name}.tools"
         )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
-            partial(checked, _settings), read=read_fields
+            partial(checked, _settings), f"{self.name}.fields", read=read_fields
         )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:

@@ -159,12 +159,12 @@ class OpenAIChatDialect:
 
     def __init__(self, options: OpenAIChatOptions | None = None) -> None:
         self.options = options or OpenAIChatOptions()
-        self.memo = MessageMemo(_parse_one)
+        self.memo = MessageMemo(_parse_one, f"{self.name}.messages")
         self.tools: TextMemo[bytes, tuple[list[dict[str, Any]], list[str]]] = TextMemo(
-            partial(_tools, policy=self.options.hosted_tools)
+            partial(_tools, policy=self.options.hosted_tools), f"{self.name}.tools"
         )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
-            partial(checked, _checked_settings), read=read_fields
+            partial(checked, _checked_settings), f"{self.name}.fields", read=read_fields
         )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:

@@ -15,9 +15,7 @@ response.completed, or response.incomplete for a reply cut at its token limit).
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -25,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
+from lego_rl.proxy.budgets import ByteLRU, MiB, size_of
 from lego_rl.proxy.errors import BadRequest, openai_error, require
 from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
@@ -128,32 +127,26 @@ def _turns(
 
 
 class JoinedTurns:
-    """:func:`_joined` for the ``size`` most recently joined runs of pieces.
+    """:func:`_joined` for the most recently joined runs of pieces, up to ``budget`` bytes
+    (:mod:`lego_rl.proxy.budgets`).
 
     The message memo hands the same piece objects to every later request of a conversation,
     so a run is found by its pieces' identities: a call joins only its new runs. An entry keeps
     its pieces alive, so no other object can have their ids meanwhile. Turns are shared, never
     to be mutated."""
 
-    def __init__(self, size: int = 4096):
-        self.size = size
-        self.runs: OrderedDict[tuple[int, ...], tuple[tuple[ChatMessage, ...], ChatMessage]] = (
-            OrderedDict()
+    def __init__(self, budget: int = 64 * MiB):
+        self.runs: ByteLRU[tuple[int, ...], tuple[tuple[ChatMessage, ...], ChatMessage]] = (
+            ByteLRU("openai-responses.turns", budget)
         )
-        self.lock = threading.Lock()
 
     def __call__(self, run: tuple[ChatMessage, ...]) -> ChatMessage:
         key = tuple(map(id, run))
-        with self.lock:
-            found = self.runs.get(key)
-            if found is not None:
-                self.runs.move_to_end(key)
-                return found[1]
+        found = self.runs.get(key)
+        if found is not None:
+            return found.value[1]
         turn = _joined(run)
-        with self.lock:
-            self.runs[key] = (run, turn)
-            while len(self.runs) > self.size:
-                self.runs.popitem(last=False)
+        self.runs.put(key, (run, turn), size_of((key, run, turn)))
         return turn
 
 
@@ -270,16 +263,18 @@ class OpenAIResponsesDialect:
 
     def __init__(self, options: OpenAIResponsesOptions | None = None) -> None:
         self.options = options or OpenAIResponsesOptions()
-        self.memo = MessageMemo(_item)
+        self.memo = MessageMemo(_item, f"{self.name}.messages")
         self.joined = JoinedTurns()
         self.instructions: TextMemo[bytes, tuple[Any, ChatMessage | None]] = TextMemo(
-            _kept(_instructions)
+            _kept(_instructions), f"{self.name}.instructions"
         )
         self.tools: TextMemo[bytes, tuple[Any, tuple[list[dict[str, Any]], list[str]]]] = (
-            TextMemo(_kept(partial(_tools, policy=self.options.hosted_tools)))
+            TextMemo(
+                _kept(partial(_tools, policy=self.options.hosted_tools)), f"{self.name}.tools"
+            )
         )
         self.fields: TextMemo[FieldTexts, tuple[dict[str, Any], Settings | None]] = TextMemo(
-            partial(checked, _checked_settings), read=read_fields
+            partial(checked, _checked_settings), f"{self.name}.fields", read=read_fields
         )
 
     def parse(self, body: dict[str, Any]) -> ChatRequest:
