@@ -22,6 +22,7 @@ from typing import Any
 from lego_rl.data import Termination
 from lego_rl.kinds import ExecResult, HarnessResult, Problem, Sandbox
 from lego_rl.registry import BuildContext
+from lego_rl.spec.load import deep_merge as deep_merge  # a harness's config under the spec's overrides
 
 LOGS = "/logs/agent"
 """Where a harness keeps its instruction, config and output inside the sandbox."""

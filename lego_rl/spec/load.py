@@ -77,6 +77,8 @@ def _dotted(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged onto a copy of ``base``: nested dicts key by key, anything else replaced
+    (neither argument changes)."""
     out = copy.deepcopy(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):

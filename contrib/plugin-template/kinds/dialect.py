@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from lego_rl import hookimpl
 from lego_rl.data import Sampling
+from lego_rl.dialect_kit import require
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
-from lego_rl.proxy.errors import require
 from lego_rl.registry import BuildContext
 
 ROLES = ("system", "user", "assistant")
@@ -62,6 +62,19 @@ class {{Class}}:
     def conformance_request(self, text: str) -> tuple[str, dict[str, Any]]:
         """A request in this API asking for a reply (the kit's round-trip contract sends it)."""
         return "/v1/complete", {"messages": [{"role": "user", "content": text}], "max_tokens": 64}
+
+    # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities"): a
+    # method below makes it one, checked with isinstance. conformance_request above is
+    # MakesConformanceRequest (the kit drives the first-party APIs with their own SDKs).
+    #
+    # StreamingDialect: replies as server-sent events, a StreamFormatter per call.
+    # def stream(self, request: ChatRequest, call_id: str) -> StreamFormatter: ...
+    #
+    # ParsesBodies: read the request from its bytes (None: JSON, then parse).
+    # def parse_body(self, body: bytes, scope: str = "") -> ChatRequest | None: ...
+    #
+    # CountsTokens: the proxy answers this route with {"input_tokens": n}.
+    # count_tokens_route = ("POST", "/v1/complete/count_tokens")
 
 
 @hookimpl

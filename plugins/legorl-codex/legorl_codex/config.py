@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lego_rl.harness_kit import deep_merge
 from lego_rl.kinds import Endpoint
-from lego_rl.spec.load import deep_merge
 from legorl_codex.options import CodexOptions
 
 PROVIDER = "legorl"

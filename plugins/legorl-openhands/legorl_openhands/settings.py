@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lego_rl.harness_kit import deep_merge
 from lego_rl.kinds import Endpoint
-from lego_rl.spec.load import deep_merge
 
 from legorl_openhands.options import OpenHandsOptions
 

@@ -23,25 +23,32 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
-from lego_rl.proxy.errors import require
-from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
-from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
-from lego_rl.proxy.memo import MessageMemo
-from lego_rl.proxy.parsing import (
+from lego_rl.dialect_kit import (
+    Delta,
+    FieldTexts,
+    HostedTools,
+    MessageMemo,
     Settings,
+    StreamEvent,
+    TextMemo,
     chat_request,
     checked,
+    field_texts,
+    fragments,
+    hosted,
+    hosted_tools_field,
     model_name,
     object_field,
+    read_fields,
     request_sampling,
+    require,
     shown,
+    sse,
     stream_flag,
     string_field,
     text_of,
 )
-from lego_rl.proxy.streaming import fragments, sse
-from lego_rl.proxy.toolcalls import Delta, StreamEvent
+from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.registry import BuildContext
 
 ERROR_TYPES = {
