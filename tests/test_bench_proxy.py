@@ -50,6 +50,11 @@ def test_bench_pairs_each_proxied_call_with_the_same_call_direct(dialect):
     assert figures["chunk_cache"]["mismatches"] == figures["tokenizer_twin"]["mismatches"] == 0
     hits, misses = figures["prefix_cache_hits_misses"]
     assert hits + misses > 0
+    held = figures["cache_bytes"]
+    arrays = held[f"{dialect}.messages.arrays"]
+    assert arrays > 0 and held["tokenizer.chunks"] > 0 and held["tokenizer.prefixes"] > 0
+    assert figures["cache_bytes_total"] == sum(held.values())
+    assert figures["cache_bytes_after_close"] <= figures["cache_bytes_total"] - arrays
     for run in ("paced_gc", "throughput_gc"):
         assert set(figures[run]) == {
             "gc_collections", "gc_full_collections", "gc_max_pause_ms", "gc_total_pause_ms",

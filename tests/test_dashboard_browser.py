@@ -6,6 +6,7 @@ scripts/setup.sh installs (apt-get, as root).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -164,6 +165,26 @@ def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path
         assert len(items) == 3 and "/app/calc.py:3 runner-in-sys-modules" in items[0]
         assert "(did not cross)" in items[1] and "line 4 is forged" in items[2]
         assert count(page, ".trial-list button.flagged") == 1
+    finally:
+        server.stop()
+
+
+def test_proxy_cache_bytes_chart_every_step(page: Any, tmp_path: Path) -> None:
+    run = tmp_path / "quickstart-run"
+    shutil.copytree(RUN, run)
+    with connect(run) as db:
+        steps = [(n, json.loads(m)) for n, m in db.execute("SELECT step, metrics FROM steps")]
+    store = RunStore(run)
+    for n, metrics in steps:  # the step events again, with what the pool adds now
+        sizes = {"proxy_cache_bytes": 3e6 + n, "proxy_cache_tokenizer_chunks_bytes": 2e6 + n}
+        store.emit(Event("step", {**metrics, **sizes}, 0.0))
+    store.close()
+    server = DashboardServer([run], port=0)
+    try:
+        page.goto(server.start())
+        page.wait_for_selector("body[data-ready='1']")
+        for series in ("proxy_cache_bytes", "proxy_cache_tokenizer_chunks_bytes"):
+            assert count(page, f"svg[data-chart=cache_bytes] g[data-series={series}] circle") == 3
     finally:
         server.stop()
 

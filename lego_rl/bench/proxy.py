@@ -34,6 +34,11 @@ harnesses do), so the proxy's process does only proxy work.
   ``template_twin``: the same for the chat template rendered in Python
   (:mod:`lego_rl.proxy.native_templates`; our "qwen3" template has one), null for a template
   rendered by Jinja alone.
+- ``cache_bytes``: what each of the proxy's caches holds at the end of the paced run, by name,
+  with the sessions still open (:func:`lego_rl.proxy.budgets.cache_bytes`: estimates that err
+  high, each cache bounded by its byte budget); ``cache_bytes_total`` their sum, and
+  ``cache_bytes_after_close`` the sum once every session has closed (a session's own entries,
+  its messages arrays, go with it; what sessions share stays).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from urllib.parse import urlsplit
 from lego_rl.bench.proxy_traffic import TRAFFIC, Traffic, call_arguments
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import Problem
+from lego_rl.proxy.budgets import cache_bytes
 
 def _tool_call(n: int) -> str:
     """The policy's text for tool call ``n`` (Qwen3's format)."""
@@ -266,7 +272,13 @@ def _serve_load(load: Load) -> dict[str, Any]:
         sessions = [(s.id, s.api_key) for s in opened]
         run = _drive(load, server.url, sessions)
         calls = [c for s in opened for c in s.calls]
+        gc.collect()  # earlier runs' caches are gone, not waiting for a collection
+        held = cache_bytes()
+        for s in opened:
+            server.close_session(s.id)
         return run | {
+            "cache_bytes": held,
+            "cache_bytes_after_close": sum(cache_bytes().values()),
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
             "cache": (
                 server.handler.prefix_cache.hits,
@@ -480,6 +492,9 @@ def main(args: list[str]) -> dict[str, Any]:
         "renders": paced["renders"],
         "template_twin": paced["template_twin"],
         "paced_gc": paced["gc"],
+        "cache_bytes": paced["cache_bytes"],
+        "cache_bytes_total": sum(paced["cache_bytes"].values()),
+        "cache_bytes_after_close": paced["cache_bytes_after_close"],
     }
 
     closed = _serve_load(

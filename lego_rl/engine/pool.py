@@ -29,6 +29,7 @@ from lego_rl.engine.groups import first_version, informative
 from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_lag
 from lego_rl.engine.scheduler import TaskCycle, history_weight
 from lego_rl.kinds import Filter, Group, ResamplesGroups, Task
+from lego_rl.proxy.budgets import cache_metrics
 
 
 CLOSE_GRACE_S = 30.0
@@ -206,7 +207,8 @@ class RolloutPool:
             self.running.clear()  # stragglers past the grace period are left behind
 
     def metrics(self) -> dict[str, float]:
-        """The metrics of the latest ``pool(step)`` (merged into the trainer's step event)."""
+        """The metrics of the latest ``pool(step)`` (merged into the trainer's step event),
+        the bytes in the proxy's caches included (:func:`~lego_rl.proxy.budgets.cache_metrics`)."""
         return dict(self.last_metrics)
 
     # ------------------------------------------------------------ admission and launch
@@ -375,6 +377,7 @@ class RolloutPool:
             "informative_group_share": informative_share,
             **history_counts(self.history),
             **{k: float(v) for k, v in self._counts.items()},
+            **cache_metrics(),
         }
         self._mark, self._trainer_wait = now, 0.0
         self._in_flight = Integral(len(self.running), now)

@@ -20,6 +20,9 @@ METRIC_GROUPS: dict[str, dict[str, str]] = {
         "trainer_wait": r"wait_fraction|busy_fraction|busy_share",
         "staleness": r"stale|version_lag",
     },
+    "proxy": {
+        "cache_bytes": r"^proxy_cache_.*bytes$",
+    },
 }
 """Chart -> regular expression over step metric names; every numeric match is a series."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import re
 import sys
 import threading
 import weakref
@@ -142,6 +143,16 @@ def cache_bytes() -> dict[str, int]:
     for cache in _live():
         out[cache.name] = out.get(cache.name, 0) + cache.nbytes
     return dict(sorted(out.items()))
+
+
+def cache_metrics() -> dict[str, float]:
+    """:func:`cache_bytes` as step metrics: ``proxy_cache_bytes`` (all of them) and
+    ``proxy_cache_<name>_bytes`` for each."""
+    sizes = cache_bytes()
+    out = {"proxy_cache_bytes": float(sum(sizes.values()))}
+    for name, n in sizes.items():
+        out[f"proxy_cache_{re.sub(r'[^a-z0-9]+', '_', name.lower())}_bytes"] = float(n)
+    return out
 
 
 def forget_scope(scope: str) -> None:

@@ -44,18 +44,23 @@ class SharedTools:
             return tools
         recent = self.recent  # replaced, never mutated: a snapshot without the lock
         found = next((kept for kept in recent if kept[0] is tools or kept[0] == tools), None)
+        new = found is None
         if found is None:
             found = (tools, size_of(tools))
-            on_failure(lambda: self._drop(tools))
         with self.lock:
+            before = self.recent
             kept, total = [found], found[1]
-            for other in self.recent:
+            for other in before:
                 if other[0] is not found[0] and total + other[1] <= self.budget:
                     kept.append(other)
                     total += other[1]
             self.recent = kept if found[1] <= self.budget else kept[1:]
+        if new:
+            on_failure(lambda: self._take_back(self.recent, before))
         return found[0]
 
-    def _drop(self, tools: Tools) -> None:
+    def _take_back(self, after: list[tuple[Tools, int]], before: list[tuple[Tools, int]]) -> None:
+        """The lists as they were before a failed request's, if nobody shared one since."""
         with self.lock:
-            self.recent = [kept for kept in self.recent if kept[0] is not tools]
+            if self.recent is after:
+                self.recent = before

@@ -188,6 +188,9 @@
       trials_per_min: ["trials_per_min"],
       tokens_per_s: ["sampled_tokens_per_s", "trained_tokens_per_s"],
     });
+    drawGroup("proxy-caches", "proxy", { cache_bytes: "proxy cache bytes (all caches, and each)" }, {
+      empty: "no proxy cache sizes in this run's steps", opts: { cache_bytes: { yMin: 0 } },
+    });
   }
 
   function drawBehaviour() {

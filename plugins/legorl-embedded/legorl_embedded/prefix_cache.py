@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lego_rl.proxy.budgets import track
+
 MIN_SHARED = 32
 """Shorter common prefixes are not worth a lookup's copies: the prompt is prefilled whole."""
 
@@ -35,7 +37,11 @@ class Prefilled:
 
 
 class PrefixCache:
-    """The most recently prefilled prompts of one model, up to ``capacity_bytes``."""
+    """The most recently prefilled prompts of one model, up to ``capacity_bytes``; reported
+    with the proxy's caches (:func:`lego_rl.proxy.budgets.cache_bytes`). Its entries belong to
+    no session: every session's calls share their system prompt's keys and values."""
+
+    name = "inference.prefixes"
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = capacity_bytes
@@ -45,6 +51,19 @@ class PrefixCache:
         self.version: int | None = None
         self.stats = {"lookups": 0, "hits": 0, "reused_tokens": 0, "prompt_tokens": 0}
         """Lookups, hits, prompt tokens served from the cache and prompt tokens looked up."""
+        track(self)
+
+    @property
+    def budget(self) -> int:
+        return self.capacity_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the kept prompts' ids, keys, values and routing."""
+        return self._bytes
+
+    def forget(self, scope: str) -> None:
+        """Nothing here is one session's own."""
 
     def __len__(self) -> int:
         return len(self._entries)
