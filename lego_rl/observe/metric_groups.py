@@ -15,6 +15,7 @@ METRIC_GROUPS: dict[str, dict[str, str]] = {
         "k3": r"(^|_)k3(_|$)",
         "logp_diff_abs": r"logp_diff",
         "routing_agreement": r"routing.*agree|agree.*routing",
+        "correction": r"^rollout_(ess|masked_fraction)$|^tis_(capped_fraction|weight_mean)$",
     },
     "scheduling": {
         "trainer_wait": r"wait_fraction|busy_fraction|busy_share",

@@ -177,6 +177,7 @@
     drawGroup("consistency", "consistency", {
       prob_pearson: "probability Pearson (train vs inference)", k3: "k3 KL estimate",
       logp_diff_abs: "mean |Δ log p|", routing_agreement: "routing agreement",
+      correction: "rollout correction (effective sample size, tokens masked, weights capped, mean weight)",
     });
   }
 

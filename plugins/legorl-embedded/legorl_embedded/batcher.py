@@ -282,18 +282,22 @@ class Batcher:
                 request.routing.append(routed[i : i + 1])
         live = [i for i, r in enumerate(rows) if not (r.finishing or r.cancelled or r.aborted)]
         done = {r for r in rows if r.finishing or r.cancelled or r.aborted}
+        if live:
+            self._sample([rows[i] for i in live], out.last_hidden_state[live, -1])
+            done |= {rows[i] for i in live if self._ends(rows[i])}
+        self._drop(done)  # before the callers hear: a returned generation's slot is free
         for request in done:
             if not request.cancelled:
                 request.finish()  # an MoE row fed once more: its last token's routing is in
-        if live:
-            self._sample([rows[i] for i in live], out.last_hidden_state[live, -1])
-            done |= {rows[i] for i in live if self._settled(rows[i])}
-        self._drop(done)
+
+    def _ends(self, request: Request) -> bool:
+        """Whether a request whose last token is drawn is done, or needs one more forward for
+        that token's routing (MoE)."""
+        return request.finishing and not self.recorder.is_moe
 
     def _settled(self, request: Request) -> bool:
-        """Finish a request whose last token is drawn, unless it needs one more forward for
-        that token's routing (MoE); True when it is done."""
-        if request.finishing and not self.recorder.is_moe:
+        """Finish a request (not in the batch yet) that :meth:`_ends`; True when it did."""
+        if self._ends(request):
             request.finish()
             return True
         return False

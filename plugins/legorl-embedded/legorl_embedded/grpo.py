@@ -56,7 +56,7 @@ class GRPO:
             who="grpo",
             clip_low=o.clip_low,
             clip_high=o.clip_high,
-            tis_cap=o.tis_cap,
+            correction=o.rollout_correction(),
             aggregation=o.aggregation,
             kl_coef=o.kl_coef,
         )

@@ -25,6 +25,8 @@ from torch import Tensor
 
 from legorl_embedded.batch import PolicyBatch
 from legorl_embedded.consistency import k3
+from legorl_embedded.correction import correct
+from legorl_embedded.correction_options import RolloutCorrection
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean"]
 
@@ -73,12 +75,13 @@ def clipped_token_loss(
     who: str,
     clip_low: float,
     clip_high: float,
-    tis_cap: float | None,
+    correction: RolloutCorrection,
     aggregation: Aggregation,
     kl_coef: float = 0.0,
     dual_clip: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """PPO's clipped surrogate per token, TIS-weighted, plus an optional k3 KL penalty::
+    """PPO's clipped surrogate per token, weighted by the rollout correction
+    (:mod:`legorl_embedded.correction`: TIS, IcePop, masks), plus an optional k3 KL penalty::
 
         ratio = exp(logp - old)
         loss  = w * max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))
@@ -96,16 +99,13 @@ def clipped_token_loss(
         bound = -adv * dual_clip
         dual = (adv < 0) & (per_token > bound)
         per_token = torch.where(adv < 0, torch.minimum(per_token, bound), per_token)
-    weight = tis_weight((old - batch.inference_logprobs) * mask, tis_cap)
-    per_token = per_token * weight
+    corrected = correct(batch, old, correction)
+    per_token = per_token * corrected.weight
     metrics = {
         "tokens": float(mask.sum().item()),
         "clip_fraction": masked_mean((clipped > unclipped).float(), mask),
         "ratio_mean": masked_mean(ratio, mask),
-        "tis_weight_mean": masked_mean(weight, mask),
-        "tis_capped_fraction": masked_mean((weight == tis_cap).float(), mask)
-        if tis_cap is not None
-        else 0.0,
+        **corrected.metrics,
         "logp_mean": masked_mean(batch.logprobs, mask),
     }
     if dual_clip is not None:

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from legorl_embedded.correction_options import CorrectionOption
+
 
 class HFInferenceOptions(BaseModel):
     """Options of the ``hf`` inference plugin."""
@@ -36,7 +38,7 @@ class HFInferenceOptions(BaseModel):
     )
 
 
-class GRPOOptions(BaseModel):
+class GRPOOptions(CorrectionOption):
     model_config = ConfigDict(extra="forbid")
 
     clip_low: float = Field(
@@ -57,11 +59,6 @@ class GRPOOptions(BaseModel):
         default=0.0,
         ge=0.0,
         description="Weight of a k3 KL penalty to the initial policy (0: none).",
-    )
-    tis_cap: float | None = Field(
-        default=2.0,
-        gt=0.0,
-        description="Cap of the trainer/inference importance weight; null disables it.",
     )
 
 
@@ -87,7 +84,7 @@ class GSPOOptions(BaseModel):
     )
 
 
-class PPOOptions(BaseModel):
+class PPOOptions(CorrectionOption):
     """Options of the ``ppo`` optimizer (critic-free PPO-clip)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -107,9 +104,6 @@ class PPOOptions(BaseModel):
     )
     kl_coef: float = Field(
         default=0.0, ge=0.0, description="Weight of a k3 KL penalty to the initial policy (0: none)."
-    )
-    tis_cap: float | None = Field(
-        default=2.0, gt=0.0, description="Cap of the token importance weight; null disables it."
     )
 
 

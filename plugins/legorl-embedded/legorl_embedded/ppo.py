@@ -47,7 +47,7 @@ class PPO:
             who="ppo",
             clip_low=o.clip,
             clip_high=o.clip,
-            tis_cap=o.tis_cap,
+            correction=o.rollout_correction(),
             aggregation=o.aggregation,
             kl_coef=o.kl_coef,
             dual_clip=o.dual_clip,
