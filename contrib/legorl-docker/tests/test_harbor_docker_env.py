@@ -1,0 +1,77 @@
+"""Harbor's own ``docker`` environment (Docker Compose v2), unmodified, on lego-rl's daemon with
+no network: the ``harbor`` sandbox plugin given Harbor's public environment config, whose
+``extra_docker_compose`` overlay sets ``network_mode: none`` on the one service (and ``none`` for
+its build), so Compose creates no network (Harbor's own docker environment never uses its
+``docker-compose-no-network.yaml``; a task's ``network_mode = "no-network"`` would turn on its
+egress-control sidecar, which needs a network: the harbor plugin passes no network policy). Oracle 1, doing nothing 0, with the no-network policy
+on; the daemon's networks are the same after as before and nothing of the trials is left."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from legorl_docker.cli import Docker
+from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.scripted_harness import ScriptedHarness
+
+from lego_rl.data import Sampling, Termination, TrialResult
+from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.kinds import Task, first_fatal
+from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
+from lego_rl.proxy.server import ProxyServer
+from lego_rl.registry import default_registry
+from lego_rl.testing.contracts.base import ContractEnv
+
+pytestmark = pytest.mark.slow
+
+OVERLAY = Path(__file__).parents[1] / "examples" / "harbor-no-network.yaml"
+"""The overlay: no network for the service nor its build, ``sleep`` as PID 1 (see the file)."""
+
+
+@pytest.fixture
+def env(tmp_path: Path, docker_host: str, monkeypatch: pytest.MonkeyPatch) -> ContractEnv:
+    monkeypatch.setenv("DOCKER_HOST", docker_host)  # Harbor's docker CLI calls reach our daemon
+    monkeypatch.setenv("DOCKER_BUILDKIT", "0")  # the classic builder: `network: none` holds for every RUN
+    return ContractEnv(tmp_path, default_registry())
+
+
+def harbor_task(env: ContractEnv, tmp_path: Path) -> Task:
+    """The kit's fix-add task built on the offline base image (Harbor replaces no FROM)."""
+    task_dir = tmp_path / "fix-add"
+    subprocess.run(["cp", "-r", str(env.task("fix-add").path), str(task_dir)], check=True)
+    (task_dir / "environment" / "Dockerfile").write_text("FROM legorl/base:bookworm\nWORKDIR /app\nCOPY app/ /app/\n")
+    return env.task("fix-add").model_copy(update={"path": task_dir})
+
+
+def trial(env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: str) -> TrialResult:
+    ctx = env.build_context()
+    options = {"environment": {"type": "docker", "extra_docker_compose": [str(OVERLAY)]}}
+    backend = env.registry.build("sandbox", "harbor", options, ctx)
+    if (problem := first_fatal(backend.preflight())) is not None:
+        pytest.fail(f"Harbor's docker environment is not usable on the daemon: {problem.message}")
+    proxy = ProxyServer(ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy")
+    setup = TrialSetup(
+        sandbox=backend, harness=harness, verifier=env.registry.build("verifier", "test-script", None, ctx),
+        proxy=proxy, dialect="openai-chat", model_name="policy", sampling=Sampling(max_tokens=16),
+        anticheat=[env.registry.build("anticheat", "no-network", None, ctx)],
+    )  # fmt: skip
+    proxy.start()
+    try:
+        return TrialRunner(setup).run(harbor_task(env, tmp_path), trial_id)
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.parametrize(("solve", "reward"), [(True, 1.0), (False, 0.0)], ids=["oracle", "no-op"])
+def test_harbor_docker_environment_with_no_network(env: ContractEnv, tmp_path: Path, docker_host: str, solve: bool, reward: float) -> None:
+    docker = Docker(docker_host)
+    networks = docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}")
+    script = env.task("fix-add").path / "solution" / "solve.sh"
+    harness = ScriptedHarness(["bash /tmp/solve.sh"], uploads={str(script): "/tmp/solve.sh"}) if solve else ScriptedHarness([])
+    result = trial(env, tmp_path, harness, f"harbor-docker-{int(reward)}")
+    assert result.verifier["pristine"] is False, "Harbor's docker environment verifies in the agent's container"
+    assert (result.termination, result.reward) == (Termination.COMPLETED, reward), (result.reason, {k: v for k, v in result.verifier.items() if "tail" in k or k == "exit_code"})
+    assert docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}") == networks, "Compose made a network"
+    assert docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project=harbor-docker-{int(reward)}", "--format", "{{.Names}}") == ""
