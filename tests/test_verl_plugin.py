@@ -118,9 +118,12 @@ def test_ppo_maps_to_rloo_and_dual_clip(tmp_path: Path) -> None:
 
 
 def test_unsupported_combinations_name_the_spec_path(tmp_path: Path) -> None:
-    errors = errors_of(load("mini-swe-agent-local.yaml", "trainer.plugin=verl", "trainer.options={}"), tmp_path)
-    assert "cannot be driven by verl" in errors["inference.plugin"]  # the embedded hf backend
+    errors = errors_of(load("mini-swe-agent-local.yaml", "trainer.plugin=verl", "trainer.options={}",
+                            "inference.plugin=openai-http"), tmp_path)
+    assert "cannot be driven by verl" in errors["inference.plugin"]
     assert "pretrained" in errors["model.path"]
+    errors = errors_of(load("mini-swe-agent-local.yaml", "trainer.plugin=verl", "trainer.options={}"), tmp_path)
+    assert "one actor worker" in errors["trainer.options.gpus_per_node"]  # hf: the CPU rollout
     spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "inference.options.extra_args=[]")
     assert "inference.options.extra_args" in errors_of(spec, tmp_path)
 
@@ -293,3 +296,31 @@ def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> No
     tensors = out.as_dict()
     assert tensors["routed_experts"].shape[0] == tensors["prompts"].shape[0] + tensors["responses"].shape[0]
     assert tensors["rm_scores"][-1] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("termination", "attribution", "trained"),
+    [("sandbox_error", "infrastructure", 0), ("agent_timeout", "policy", 3)],
+    ids=["infrastructure-masked", "policy-failure-trains"],
+)
+def test_failed_trials_reach_verl_masked_or_with_reward_zero(tmp_path: Path, termination, attribution, trained) -> None:
+    from legorl_verl.agent_loop import LegoRLAgentLoop
+    from legorl_verl.trials import TrialKit
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from lego_rl.data import Attribution, TrialResult
+    from lego_rl.proxy.doubles import tiny_chat_tokenizer
+
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART)
+    cfg = verl_config(spec, tmp_path, prompt_length=8)
+    kit = TrialKit(spec=spec, tasks={}, sandbox=NullSandboxes(), harness=TwoCallHarness(),
+                   verifier=Passing(), dialect=None)
+    agent = LegoRLAgentLoop(DictConfigWrap(cfg), None, tiny_chat_tokenizer(), kit=kit)
+    result = TrialResult(trial_id="t", task="t1", reward=0.0, termination=Termination(termination),
+                         attribution=Attribution(attribution),
+                         trajectory=Trajectory(session="x", segments=[segment("ppsssp")]))
+    out = agent.output(result, 1.0, [0, 0])
+    assert out.reward_score == 0.0 and sum(out.response_mask) == trained
+    info = out.extra_fields["reward_extra_info"]
+    assert (info["legorl_attribution"], info["legorl_termination"]) == (attribution, termination)
+    assert info["legorl_trained_tokens"] == trained and info["legorl_versions"] == "0,0"

@@ -22,8 +22,12 @@ from legorl_verl.options import VerlTrainerOptions
 AGENT_NAME = "legorl"
 """The name our agent loop is registered under in verl's agent-loop registry."""
 
-ROLLOUT_BACKENDS = {"vllm": "vllm", "sglang": "sglang"}
-"""Inference plugin name -> verl rollout backend it drives."""
+CPU_ROLLOUT = "legorl-cpu"
+"""verl rollout name of the CPU rollout (:mod:`legorl_verl.cpu`)."""
+
+ROLLOUT_BACKENDS = {"vllm": "vllm", "sglang": "sglang", "hf": CPU_ROLLOUT, "scripted": CPU_ROLLOUT}
+"""Inference plugin name -> verl rollout backend it drives (hf, scripted: the embedded
+inference as a CPU rollout server, for CPU runs of verl's trainer)."""
 
 INFERENCE_KEYS = {
     "tensor_parallel_size": "actor_rollout_ref.rollout.tensor_model_parallel_size",
@@ -112,6 +116,8 @@ def translate(
             )
         )
     values["data.train_files"] = values["data.val_files"] = str(run_dir / TASKS_FILE)
+    if values.get("actor_rollout_ref.rollout.name") == CPU_ROLLOUT:
+        values.update(_cpu(options, errors, run_dir, values["trainer.logger"]))
     if errors:
         raise TranslationError(errors)
 
@@ -135,7 +141,27 @@ def translate(
         "run_dir": str(run_dir),
         "segments": options.segments,
     }
+    if cfg.actor_rollout_ref.rollout.name == CPU_ROLLOUT:  # the CPU server builds its inference from it
+        cfg.actor_rollout_ref.rollout.custom = {"legorl": cfg.legorl}
     return cfg
+
+
+def _cpu(
+    options: VerlTrainerOptions, errors: list[tuple[str, str]], run_dir: Path, loggers: list[str]
+) -> dict[str, Any]:
+    from legorl_verl.cpu.config import values
+
+    if options.nodes * options.gpus_per_node != 1:
+        errors.append(
+            (
+                "trainer.options.gpus_per_node",
+                "the CPU rollout (inference hf or scripted) runs verl with one actor worker: "
+                "set trainer.options.nodes: 1 and gpus_per_node: 1",
+            )
+        )
+    if options.strategy != "fsdp":
+        errors.append(("trainer.options.strategy", "verl on a CPU runs its fsdp engine (megatron needs CUDA)"))
+    return values(options.agent_workers, run_dir, loggers)
 
 
 def resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -205,7 +231,8 @@ def _rollout(spec: Spec, options: VerlTrainerOptions, errors: list[tuple[str, st
         "actor_rollout_ref.rollout.agent.num_workers": options.agent_workers,
         "actor_rollout_ref.rollout.seed": spec.run.seed,
     }
-    for key, value in inference.options.items():
+    # the CPU rollout's options are the embedded inference plugin's own (its server reads them)
+    for key, value in inference.options.items() if backend != CPU_ROLLOUT else ():
         if key in INFERENCE_KEYS:
             values[INFERENCE_KEYS[key]] = value
         elif key not in INFERENCE_IGNORED:

@@ -2,7 +2,9 @@
 
 verl owns the outer loop (its RayPPOTrainer on Ray, FSDP or Megatron); rollouts are our
 agent loop ``legorl`` (one trial per sample). The run context's own rollout pool and
-inference are not used.
+inference are not used. With inference ``hf`` or ``scripted`` it runs on the CPU
+(:mod:`legorl_verl.cpu`): Ray started here, verl's legacy trainer, the embedded inference as
+its rollout server.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext, default_registry
 from lego_rl.spec.models import Spec
 from lego_rl.spec.resolve import resolve
-from legorl_verl.config import TASKS_FILE, TranslationError, resolved, translate
+from legorl_verl.config import (
+    CPU_ROLLOUT,
+    TASKS_FILE,
+    TranslationError,
+    resolved,
+    translate,
+)
 from legorl_verl.dataset import write_tasks
 from legorl_verl.environment import problems as environment_problems
 from legorl_verl.options import VerlTrainerOptions
@@ -44,9 +52,11 @@ class VerlTrainer:
         if self.ctx.spec is None:
             return []
         try:
-            resolved(self.config(self.ctx.spec))
+            cfg = resolved(self.config(self.ctx.spec))
         except TranslationError as exc:
             return [Problem(f"{path}: {msg}", fix="see `legorl plan` for the verl config") for path, msg in exc.errors]
+        if cfg["actor_rollout_ref"]["rollout"]["name"] == CPU_ROLLOUT:
+            return []  # verl on this machine's CPU: a local Ray cluster, one actor worker
         return [
             Problem(
                 "trainer verl runs on a Ray cluster of GPU nodes",
@@ -68,12 +78,42 @@ class VerlTrainer:
         tasks = ctx.filter.select_tasks(self._tasks(ctx.spec))
         write_tasks(tasks, Path(cfg.legorl.run_dir) / TASKS_FILE)
         ctx.log(f"verl: {len(tasks)} tasks, {ctx.spec.run.steps} steps")
+        if cfg.actor_rollout_ref.rollout.name == CPU_ROLLOUT:
+            run_on_cpu(cfg)
+            return
         main(cfg)
 
     def _tasks(self, spec: Spec) -> list[Any]:
         registry = default_registry()
         block = resolve(spec, registry).block("tasks")
         return registry.build("tasks", block.block.plugin, block.options, self.ctx).tasks()
+
+
+def run_on_cpu(cfg: Any) -> None:
+    """verl's own launcher (``main_ppo.main``'s steps) on a local Ray cluster started here, with
+    the CPU registrations loaded in every process."""
+    import os
+
+    import ray
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo_v0 import TaskRunner
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from legorl_verl.cpu.config import ENV, ray_init
+
+    os.environ.update(ENV)
+    import legorl_verl.cpu.register  # noqa: F401 - this process's registrations
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    started = not ray.is_initialized()
+    if started:
+        ray.init(**ray_init(cfg))
+    try:
+        run_ppo(cfg, task_runner_class=TaskRunner)
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def block_options(spec: Spec, kind: str) -> dict[str, Any]:

@@ -66,20 +66,20 @@ class TrialKit:
 
     def run(
         self, task_name: str, trial_id: str, client: Any, loop: asyncio.AbstractEventLoop, tokenizer: Any
-    ) -> TrialResult:
+    ) -> tuple[TrialResult, list[int]]:
         """Run one trial (blocking; call it off the event loop), retrying infrastructure
-        failures up to ``run.retries`` times."""
+        failures up to ``run.retries`` times; also the policy version of each of its calls."""
         task = self.task(task_name)
-        result = self._once(task, trial_id, client, loop, tokenizer)
+        result, versions = self._once(task, trial_id, client, loop, tokenizer)
         for attempt in range(1, self.spec.run.retries + 1):
             if result.attribution != Attribution.INFRASTRUCTURE:
                 break
-            result = self._once(task, f"{trial_id}-r{attempt}", client, loop, tokenizer)
-        return result
+            result, versions = self._once(task, f"{trial_id}-r{attempt}", client, loop, tokenizer)
+        return result, versions
 
     def _once(
         self, task: Task, trial_id: str, client: Any, loop: asyncio.AbstractEventLoop, tokenizer: Any
-    ) -> TrialResult:
+    ) -> tuple[TrialResult, list[int]]:
         spec = self.spec
         inference = VerlServerInference(client, loop, tokenizer, trial_id)
         proxy = ProxyServer(
@@ -105,7 +105,7 @@ class TrialKit:
         )
         proxy.start()
         try:
-            return runner.run(task, trial_id)
+            return runner.run(task, trial_id), inference.versions
         finally:
             proxy.stop()
 

@@ -1,0 +1,57 @@
+"""The verl keys and the Ray start of a CPU run (rollout ``legorl-cpu``).
+
+One actor worker (a logical Ray ``GPU``), verl's FSDP2 engine on gloo with eager attention and
+no padding removal (flash-attention kernels only), one CPU rollout replica beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from legorl_verl.cpu import PLATFORM
+
+ENV = {
+    "VERL_USE_EXTERNAL_MODULES": "legorl_verl.cpu.register",
+    "VERL_PLATFORM": PLATFORM,
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""Environment of every verl process of a CPU run: our registrations load first."""
+
+
+METRICS_FILE = "verl/metrics.jsonl"
+"""Under the run directory: verl's own metrics, one line per step (its ``file`` logger)."""
+ROLLOUTS_DIR = "verl/rollouts"
+"""Under the run directory: verl's dump of each step's samples (``trainer.rollout_data_dir``)."""
+WEIGHTS_FILE = "verl/rollout-weights.jsonl"
+"""Under the run directory: each weight load of the CPU rollout server (version, checksums)."""
+
+
+def values(workers: int, run_dir: Path, loggers: list[str]) -> dict[str, Any]:
+    """verl config values a CPU run needs (on top of the spec's)."""
+    return {
+        "trainer.logger": [*loggers, "file"],
+        "trainer.rollout_data_dir": str(run_dir / ROLLOUTS_DIR),
+        "trainer.device": "cpu",
+        "trainer.use_v1": False,  # v1 needs TransferQueue, not installed with the CPU stack
+        "actor_rollout_ref.actor.strategy": "fsdp2",  # FSDP1 syncs module states on a GPU only
+        "actor_rollout_ref.ref.strategy": "fsdp2",
+        "actor_rollout_ref.model.external_lib": "legorl_verl.cpu.dist",
+        "actor_rollout_ref.model.override_config": {"attn_implementation": "eager"},
+        "actor_rollout_ref.model.use_remove_padding": False,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        "actor_rollout_ref.rollout.free_cache_engine": False,
+        "reward.num_workers": 1,
+        "ray_kwargs.ray_init.num_cpus": max(4, 2 * workers + 2),
+    }
+
+
+def ray_init(cfg: Any) -> dict[str, Any]:
+    """``ray.init`` arguments: a local cluster, one logical GPU per actor worker, our env."""
+    trainer = cfg.trainer
+    return {
+        "num_cpus": int(cfg.ray_kwargs.ray_init.num_cpus),
+        "num_gpus": int(trainer.n_gpus_per_node) * int(trainer.nnodes),
+        "include_dashboard": False,
+        "runtime_env": {"env_vars": {**ENV, "VERL_FILE_LOGGER_PATH": str(Path(cfg.legorl.run_dir) / METRICS_FILE)}},
+    }

@@ -1,0 +1,201 @@
+"""verl's own trainer on the CPU: `legorl apply` with trainer verl runs verl 0.9.1's RayPPOTrainer
+(legacy TaskRunner, FSDP2 engine on gloo, Ray started locally) for 2 GRPO steps on a saved tiny
+Qwen3-MoE, through our agent loop with real trials (mini-swe-agent, the proxy, the local
+sandbox, the test-script verifier) and the CPU rollout server (the scripted policy over the
+embedded inference). Everything asserted comes from verl's own outputs: its metrics file
+(``file`` logger), its rollout dump (``trainer.rollout_data_dir``) and the rollout server's
+weight loads (handed over by verl's ``naive`` checkpoint engine)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verl")
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGORL = str(Path(sys.executable).parent / "legorl")
+FIX = "sed -i 's/power(2, x)/power(x, 2)/' /app/powers.py"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+# one call per trial: solve and submit, or submit without fixing (a policy failure, reward 0)
+TURNS = [bash(f"{FIX} && {SUBMIT}"), bash(SUBMIT)] * 8
+
+
+def tiny_checkpoint(path: Path) -> Path:
+    from legorl_embedded.model import build_from_config, save_checkpoint
+    from legorl_embedded.tokenizer import load_tokenizer
+
+    from lego_rl.spec.models import ModelSpec
+
+    model = ModelSpec(
+        name="tiny", architecture="qwen3-moe", tokenizer="qwen3", chat_template="qwen3", max_context=2048,
+        config={"hidden_size": 64, "num_hidden_layers": 2, "num_experts": 4, "num_experts_per_tok": 2},
+    )
+    tokenizer = load_tokenizer("qwen3", "qwen3")
+    return save_checkpoint(build_from_config(model, tokenizer), tokenizer, path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("verl")
+    checkpoint = tiny_checkpoint(out / "tiny")
+    overrides = [
+        "trainer.plugin=verl",
+        'trainer.options={"gpus_per_node": 1, "agent_workers": 1, "learning_rate": 1e-3}',
+        f"model.path={checkpoint}", "model.max_context=2048",
+        f"run.output_dir={out}", "run.name=verl-cpu", "run.steps=2", "run.tasks_per_step=1",
+        "run.group_size=2", "run.concurrency=2", "run.max_turns=2", "run.max_tokens=96",
+        "tasks.options.include=[fix-square]", "observe=[]",
+        "inference.plugin=scripted", "inference.options=" + json.dumps({"device": "cpu", "turns": TURNS}),
+    ]
+    proc = subprocess.run(
+        [LEGORL, "apply", str(ROOT / "specs" / "mini-swe-agent-local.yaml"), *overrides],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )
+    verl = out / "verl-cpu" / "verl"
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return {
+        "checkpoint": checkpoint,
+        "metrics": {line["step"]: line["data"] for line in read_jsonl(verl / "metrics.jsonl")},
+        "samples": {step: read_jsonl(verl / "rollouts" / f"{step}.jsonl") for step in (1, 2)},
+        "weights": read_jsonl(verl / "rollout-weights.jsonl"),
+    }
+
+
+pytestmark = pytest.mark.timeout(1500)
+
+
+@pytest.mark.slow
+def test_verl_trains_two_steps_on_rewards_of_real_trials(run: dict[str, Any]) -> None:
+    assert sorted(run["metrics"]) == [1, 2]
+    samples = [s for step in (1, 2) for s in run["samples"][step]]
+    assert len(samples) == 4 and len({s["legorl_trial"] for s in samples}) == 4
+    for sample in samples:  # verl's score of the sample is the verifier's reward of its trial
+        assert sample["score"] == sample["legorl_reward"]
+        assert sample["legorl_task"] == "fix-square" and sample["legorl_termination"] == "completed"
+        assert sample["legorl_attribution"] != "infrastructure" and sample["legorl_calls"] == 1
+        assert sample["legorl_trained_tokens"] > 0  # a policy failure trains too, with reward 0
+    assert sorted(s["score"] for s in samples) == [0.0, 0.0, 1.0, 1.0]
+    for step, metrics in run["metrics"].items():
+        scores = [s["score"] for s in run["samples"][step]]
+        assert metrics["critic/score/mean"] == pytest.approx(sum(scores) / len(scores))
+        assert metrics["training/global_step"] == step
+
+
+@pytest.mark.slow
+def test_grpo_advantages_equal_the_embedded_objective(run: dict[str, Any]) -> None:
+    from legorl_embedded.grpo import GRPO
+    from legorl_embedded.options import GRPOOptions
+
+    from lego_rl.data import TrialResult
+
+    grpo = GRPO(GRPOOptions())
+    for step, metrics in run["metrics"].items():  # one task a step: the step is one group
+        group = [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"])
+                 for s in run["samples"][step]]
+        ours = grpo.advantages(group)
+        assert metrics["critic/advantages/max"] == pytest.approx(max(ours), abs=1e-5)
+        assert metrics["critic/advantages/min"] == pytest.approx(min(ours), abs=1e-5)
+        if len({a for a in ours}) > 1:  # a mixed group: a real gradient
+            assert metrics["actor/grad_norm"] > 0 and metrics["actor/pg_loss"] != 0
+
+
+@pytest.mark.slow
+def test_weights_change_each_step_and_the_next_step_samples_them(run: dict[str, Any]) -> None:
+    from transformers import AutoModelForCausalLM
+
+    initial, *loads = run["weights"]
+    saved = AutoModelForCausalLM.from_pretrained(str(run["checkpoint"])).state_dict()
+    for name, checksum in initial["checksums"].items():
+        assert checksum == pytest.approx(float(saved[name].double().abs().sum()), rel=1e-6)
+    assert [load["version"] for load in loads] == [0, 1, 2]  # before step 1, after steps 1 and 2
+    assert loads[0]["checksums"] == pytest.approx(initial["checksums"])
+    for before, after in itertools.pairwise(loads):
+        changed = [n for n in after["checksums"] if after["checksums"][n] != before["checksums"][n]]
+        assert changed, f"version {after['version']}: no weight changed"
+    for step, samples in run["samples"].items():  # every call of step k: the weights of version k-1
+        assert {s["legorl_versions"] for s in samples} == {str(step - 1)}
+
+
+def test_the_private_rollout_table_is_as_verl_0_9_1_has_it() -> None:
+    """legorl_verl.cpu.verl_private writes to verl's private worker-side rollout table: fail
+    loudly when verl moves or changes it."""
+    import inspect
+    from importlib import metadata
+
+    from legorl_verl.cpu.verl_private import VERL_VERSION, register_rollout_class
+    from verl.workers.rollout import base
+
+    assert metadata.version("verl") == VERL_VERSION
+    assert isinstance(base._ROLLOUT_REGISTRY, dict)
+    assert ("vllm", "async") in base._ROLLOUT_REGISTRY
+    assert "_ROLLOUT_REGISTRY" in inspect.getsource(base.get_rollout_class)
+    register_rollout_class("legorl-test", "legorl_verl.cpu.adapter.CPURolloutAdapter")
+    from legorl_verl.cpu.adapter import CPURolloutAdapter
+
+    assert base.get_rollout_class("legorl-test") is CPURolloutAdapter
+    del base._ROLLOUT_REGISTRY[("legorl-test", "async")]
+
+
+def test_packed_experts_round_trip_through_verls_unfuse() -> None:
+    import torch
+    from legorl_verl.cpu.experts import pack_experts
+    from verl.workers.engine.fsdp.utils import unfuse_moe_params
+
+    state = {
+        "model.layers.0.mlp.experts.gate_up_proj": torch.randn(4, 6, 5),
+        "model.layers.0.mlp.experts.down_proj": torch.randn(4, 5, 3),
+        "model.layers.0.mlp.gate.weight": torch.randn(4, 5),
+    }
+    unfused = dict(unfuse_moe_params(state.items(), "qwen3_moe"))
+    assert "model.layers.0.mlp.experts.3.up_proj.weight" in unfused
+    packed = pack_experts(unfused)
+    assert packed.keys() == state.keys()
+    assert all(torch.equal(packed[k], state[k]) for k in state)
+    del unfused["model.layers.0.mlp.experts.2.down_proj.weight"]
+    with pytest.raises(ValueError, match="incomplete"):
+        pack_experts(unfused)
+
+
+def test_cpu_rollout_needs_one_worker_and_fsdp(tmp_path: Path) -> None:
+    from legorl_verl.config import TranslationError, resolved, translate
+    from legorl_verl.options import VerlTrainerOptions
+
+    from lego_rl.spec.load import raw_spec
+    from lego_rl.spec.models import Spec
+
+    spec = Spec.model_validate(raw_spec(ROOT / "specs" / "mini-swe-agent-local.yaml",
+                                        ["trainer.plugin=verl", "model.path=/models/tiny"], use_env=False))
+
+    def config(**options: Any) -> Any:
+        return translate(spec, VerlTrainerOptions(**options), run_dir=tmp_path, spec_dir=ROOT,
+                         optimizer=spec.optimizer.options, filter=spec.filter.options)
+
+    with pytest.raises(TranslationError) as info:
+        config(strategy="megatron")
+    errors = dict(info.value.errors)
+    assert "one actor worker" in errors["trainer.options.gpus_per_node"]
+    assert "fsdp" in errors["trainer.options.strategy"]
+    cfg = resolved(config(gpus_per_node=1))
+    rollout = cfg["actor_rollout_ref"]["rollout"]
+    assert rollout["name"] == "legorl-cpu" and rollout["tensor_model_parallel_size"] == 1
+    assert rollout["custom"]["legorl"]["spec"]["inference"]["plugin"] == "hf"
+    assert cfg["trainer"]["device"] == "cpu" and cfg["trainer"]["use_v1"] is False
+    assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
+    assert cfg["actor_rollout_ref"]["model"]["external_lib"] == "legorl_verl.cpu.dist"
