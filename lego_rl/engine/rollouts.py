@@ -8,13 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lego_rl.data import CallRecord, Sampling, TrialResult
+from lego_rl.data import CallRecord, TrialResult
 from lego_rl.engine.clock import ThreadClock
 from lego_rl.engine.launch import ThreadLauncher
 from lego_rl.engine.metrics import BusyMeter
 from lego_rl.engine.pool import PoolConfig, RolloutPool
 from lego_rl.engine.scheduler import TaskCycle
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.engine.trial import TrialRunner
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import Event, Filter, Task
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.spec.models import Spec
@@ -58,26 +59,13 @@ def build_rollouts(spec: Spec, build: Callable[[str], Any], emit: Callable[[Even
         emit(Event("call", {"record": record}, time.time()))
 
     inference = build("inference")
-    proxy = ProxyServer(
-        inference,
-        {spec.dialect.plugin: build("dialect")},
-        model_name=spec.model.name,
-        max_context=spec.model.max_context,
-        chat_template=spec.model.chat_template,
-        on_call=on_call,
+    wiring = TrialWiring(inference, spec.dialect.plugin, build("dialect"), spec.model, on_call=on_call)
+    runner = wiring.runner(
+        sandbox=build("sandbox"),
+        harness=build("harness"),
+        verifier=build("verifier"),
+        limits=TrialLimits.of_run(spec.run),
+        anticheat=[build(f"anticheat.{i}") for i in range(len(spec.anticheat))],
+        emit=emit,
     )
-    runner = TrialRunner(
-        TrialSetup(
-            sandbox=build("sandbox"),
-            harness=build("harness"),
-            verifier=build("verifier"),
-            proxy=proxy,
-            dialect=spec.dialect.plugin,
-            model_name=spec.model.name,
-            sampling=Sampling(temperature=spec.run.temperature, max_tokens=spec.run.max_tokens),
-            max_calls=spec.run.max_turns + 2,
-            anticheat=[build(f"anticheat.{i}") for i in range(len(spec.anticheat))],
-            emit=emit,
-        )
-    )
-    return Rollouts(inference, proxy, runner, busy)
+    return Rollouts(inference, wiring.proxy, runner, busy)

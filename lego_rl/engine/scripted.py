@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lego_rl.data import CallRecord, Sampling, TrialResult
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import AntiCheat, Harness, SandboxBackend, Task, Verifier
-from lego_rl.proxy.server import ProxyServer
 from lego_rl.spec.models import ModelSpec
 
 
@@ -30,28 +29,14 @@ def scripted_trial(
     """Run ``task`` once; ``inference`` answers with its script (``turns`` replies). Returns the
     result and the proxy's record of every model call, in call order."""
     calls: list[CallRecord] = []
-    proxy = ProxyServer(
-        inference,
-        {harness.dialect: dialect},
-        model_name=model.name,
-        max_context=model.max_context,
-        chat_template=model.chat_template,
-        on_call=calls.append,
-    )
-    setup = TrialSetup(
+    wiring = TrialWiring(inference, harness.dialect, dialect, model, on_call=calls.append)
+    runner = wiring.runner(
         sandbox=sandbox,
         harness=harness,
         verifier=verifier,
-        proxy=proxy,
-        dialect=harness.dialect,
-        model_name=model.name,
-        sampling=Sampling(temperature=1.0, max_tokens=max_tokens),
-        max_calls=turns + 2,
-        anticheat=list(anticheat or []),
+        limits=TrialLimits(Sampling(temperature=1.0, max_tokens=max_tokens), turns + 2),
+        anticheat=anticheat or [],
     )
-    proxy.start()
-    try:
-        result = TrialRunner(setup).run(task, trial_id)
-    finally:
-        proxy.stop()
+    with wiring.serving():
+        result = runner.run(task, trial_id)
     return result, calls

@@ -29,9 +29,10 @@ from typing import Any
 
 from lego_rl import hookimpl
 from lego_rl.data import Sampling, Termination
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext, Registry, default_registry
+from lego_rl.spec.models import ModelSpec
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.test_script import ScriptVerifier
 
@@ -102,22 +103,17 @@ def trial_seconds(registry: Registry, ctx: BuildContext, backend: Any, task: Tas
     """One whole trial of ``task`` on ``backend``: the scripted fix through a real proxy, the
     ``test-script`` verifier, no anti-cheat; it must end completed with reward 1."""
     from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
-    from lego_rl.proxy.server import ProxyServer
 
-    proxy = ProxyServer(ScriptedInference(tiny_chat_tokenizer(), []),
-                        {"openai-chat": registry.build("dialect", "openai-chat", None, ctx)}, model_name="policy")  # fmt: skip
-    setup = TrialSetup(
+    wiring = TrialWiring(ScriptedInference(tiny_chat_tokenizer(), []), "openai-chat",
+                         registry.build("dialect", "openai-chat", None, ctx), ModelSpec(name="policy"))  # fmt: skip
+    runner = wiring.runner(
         sandbox=backend, harness=registry.build("harness", "scripted", {"commands": [FIX]}, ctx),
-        verifier=registry.build("verifier", "test-script", None, ctx), proxy=proxy, dialect="openai-chat",
-        model_name="policy", sampling=Sampling(),
+        verifier=registry.build("verifier", "test-script", None, ctx), limits=TrialLimits(Sampling()),
     )  # fmt: skip
-    proxy.start()
-    try:
+    with wiring.serving():
         start = time.perf_counter()
-        result = TrialRunner(setup).run(task, trial_id)
+        result = runner.run(task, trial_id)
         seconds = time.perf_counter() - start
-    finally:
-        proxy.stop()
     if result.termination != Termination.COMPLETED or result.reward != 1.0:
         raise RuntimeError(f"bench trial {trial_id} ended {result.termination} (reward {result.reward}): {result.reason}")
     return seconds

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from lego_rl.data import Attribution, Sampling, Termination, attribute
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import SandboxBackend, Task, TrialsRoot
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
-from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext, Registry
+from lego_rl.spec.models import ModelSpec
 from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
 from legorl_std.dialect_openai_chat import OpenAIChatDialect
 from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
@@ -108,10 +108,10 @@ def run_suite(
     of a kind it names (``shipped`` tasks are of kind ``shipped``)."""
     chosen = list(ALL_ATTACKS if attacks is None else attacks)
     workdir = Path(tempfile.mkdtemp(prefix="legorl-redteam-", dir="/var/tmp"))
-    proxy = ProxyServer(
-        ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy"
+    wiring = TrialWiring(
+        ScriptedInference(tiny_chat_tokenizer(), []), "openai-chat", OpenAIChatDialect(), ModelSpec(name="policy")
     )
-    proxy.start()
+    wiring.proxy.start()
     bait: Bait | None = None
     try:
         targets = _targets(workdir, kinds, shipped)
@@ -127,13 +127,10 @@ def run_suite(
                 attack, target = job
                 fill = _fill(target, bait, root)
                 commands = [target.oracle] if attack is ORACLE else [c.format(**fill) for c in attack.commands]
-                runner = TrialRunner(
-                    TrialSetup(
-                        sandbox=backend, harness=ScriptedHarness(commands), verifier=ScriptVerifier(),
-                        proxy=proxy, dialect="openai-chat", model_name="policy", sampling=Sampling(),
-                        anticheat=policies(),
-                    )  # fmt: skip
-                )
+                runner = wiring.runner(
+                    sandbox=backend, harness=ScriptedHarness(commands), verifier=ScriptVerifier(),
+                    limits=TrialLimits(Sampling()), anticheat=policies(),
+                )  # fmt: skip
                 start = time.monotonic()
                 result = runner.run(target.task, f"{attack.name}-{target.kind}-{name}")
                 limits = tuple(limit for limit in attack.limits if limit in seen)
@@ -148,7 +145,7 @@ def run_suite(
                 outcomes += list(pool.map(trial, jobs))
         return outcomes
     finally:
-        proxy.stop()
+        wiring.proxy.stop()
         if bait is not None:
             bait.close()
         _cleanup(workdir)

@@ -1,0 +1,45 @@
+"""One wiring of trials (lego_rl.engine.wiring): the spec's model and limits reach the proxy and
+the runner, and nothing else in the core or the first-party plugins assembles them itself."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from legorl_std.dialect_openai_chat import OpenAIChatDialect
+
+from lego_rl.data import Sampling
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
+from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
+from lego_rl.spec.models import ModelSpec, RunSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSEMBLED_ELSEWHERE = {
+    "plugins/legorl-verl/legorl_verl/trials.py": "being reworked with verl's CPU path; moves to TrialWiring after",
+}
+"""Modules that still build a TrialSetup themselves, each with the reason."""
+
+
+def test_limits_of_a_run_are_its_sampling_and_turns_with_two_to_spare():
+    limits = TrialLimits.of_run(RunSpec(temperature=0.7, max_tokens=321, max_turns=5))
+    assert limits == TrialLimits(Sampling(temperature=0.7, max_tokens=321), 7)
+
+
+def test_the_runner_talks_through_the_wired_proxy_for_the_model():
+    dialect = OpenAIChatDialect()
+    model = ModelSpec(name="policy-x", max_context=4096)
+    wiring = TrialWiring(ScriptedInference(tiny_chat_tokenizer(), []), "openai-chat", dialect, model)
+    limits = TrialLimits(Sampling(max_tokens=9), 3)
+    runner = wiring.runner(sandbox=object(), harness=object(), verifier=object(), limits=limits)  # type: ignore[arg-type]
+    setup = runner.setup
+    assert (setup.proxy, setup.dialect, setup.model_name) == (wiring.proxy, "openai-chat", "policy-x")
+    assert (setup.sampling, setup.max_calls, setup.anticheat) == (limits.sampling, 3, [])
+    assert wiring.proxy.model_name == "policy-x" and wiring.proxy.dialects == {"openai-chat": dialect}
+
+
+def test_no_other_module_assembles_a_trial_setup():
+    sources = [*ROOT.glob("lego_rl/**/*.py"), *ROOT.glob("plugins/*/legorl_*/**/*.py")]
+    assembling = {
+        str(p.relative_to(ROOT)) for p in sources if re.search(r"\bTrialSetup\(", p.read_text())
+    }
+    assert assembling - set(ASSEMBLED_ELSEWHERE) == {"lego_rl/engine/wiring.py"}
