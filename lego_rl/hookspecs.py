@@ -95,3 +95,17 @@ def legorl_register_benchmarks(register: Register) -> None:
 @hookspec
 def legorl_register_commands(cli: Any) -> None:
     """Add commands to the ``legorl`` command line (a typer app: ``cli.command()(function)``)."""
+
+
+@hookspec
+def legorl_register_tokenizers(register: Register) -> None:
+    """Register tokenizers that tools load by name (``legorl bench proxy --tokenizer NAME``):
+    ``register(name, load)``, where ``load()`` returns a Hugging Face-style tokenizer with a
+    chat template."""
+
+
+@hookspec
+def legorl_register_attacks(register: Register) -> None:
+    """Register red-team attacks the sandbox contracts run: ``register(attack)``, where the
+    attack has ``name``, ``category``, ``what`` and ``commands`` (shell lines with the
+    placeholders of :mod:`lego_rl.testing.contracts.sandbox_redteam`)."""

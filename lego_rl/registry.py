@@ -97,6 +97,14 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self._plugins: dict[str, dict[str, PluginInfo]] = {k: {} for k in KINDS}
         self._benchmarks: dict[str, tuple[Benchmark, str]] = {}
+        self._tokenizers: dict[str, tuple[Callable[[], Any], str]] = {}
+        self._attacks: dict[str, tuple[Any, str]] = {}
+        self._tools = {
+            "benchmark": (self._benchmarks, "legorl_register_benchmarks"),
+            "tokenizer": (self._tokenizers, "legorl_register_tokenizers"),
+            "attack": (self._attacks, "legorl_register_attacks"),
+        }
+        """What the tools hooks register, by what: (name -> (value, distribution), hook)."""
         self._dists: dict[int, tuple[str, str]] = {}
 
     # -------------------------------------------------------------- loading
@@ -164,9 +172,12 @@ class Registry:
             for impl in hook.get_hookimpls():
                 if impl.plugin is module:
                     impl.function(register=self._register_for(kind, distribution, version))
-        for impl in self.pm.hook.legorl_register_benchmarks.get_hookimpls():
-            if impl.plugin is module:
-                impl.function(register=self._register_benchmark(distribution))
+        for what, (table, hook) in self._tools.items():
+            named = self._register_tool(what, table, distribution)
+            register = _by_own_name(named) if what == "attack" else named
+            for impl in getattr(self.pm.hook, hook).get_hookimpls():
+                if impl.plugin is module:
+                    impl.function(register=register)
 
     def remove_module(self, module: object) -> None:
         """Unregister a module and everything it registered (for hermetic tests)."""
@@ -177,16 +188,19 @@ class Registry:
         for by_name in self._plugins.values():
             for key in [k for k, p in by_name.items() if (p.distribution, p.version) == dist]:
                 del by_name[key]
-        for key in [k for k, (_, d) in self._benchmarks.items() if d == dist[0]]:
-            del self._benchmarks[key]
+        for table, _ in self._tools.values():
+            for key in [k for k, (_, d) in table.items() if d == dist[0]]:
+                del table[key]
 
-    def _register_benchmark(self, distribution: str) -> Callable[[str, Benchmark], None]:
-        def register(name: str, main: Benchmark) -> None:
-            if name in self._benchmarks:
+    def _register_tool(
+        self, what: str, table: dict[str, tuple[Any, str]], distribution: str
+    ) -> Callable[[str, Any], None]:
+        def register(name: str, value: Any) -> None:
+            if name in table:
                 raise RegistryError(
-                    f"benchmark {name!r} registered twice: by {self._benchmarks[name][1]} and by {distribution}"
+                    f"{what} {name!r} registered twice: by {table[name][1]} and by {distribution}"
                 )
-            self._benchmarks[name] = (main, distribution)
+            table[name] = (value, distribution)
 
         return register
 
@@ -219,6 +233,17 @@ class Registry:
     def benchmarks(self) -> dict[str, Benchmark]:
         """Benchmark name -> its ``main(args) -> figures``, of every loaded plugin."""
         return {name: main for name, (main, _) in sorted(self._benchmarks.items())}
+
+    def tokenizer(self, name: str) -> Any:
+        """The tokenizer a plugin registered as ``name``, loaded (raises RegistryError)."""
+        if name not in self._tokenizers:
+            names = ", ".join(sorted(self._tokenizers)) or "none: pip install legorl-embedded"
+            raise RegistryError(f"no plugin registers a tokenizer {name!r} (registered: {names})")
+        return self._tokenizers[name][0]()
+
+    def attacks(self) -> list[Any]:
+        """The red-team attacks of every loaded plugin, in registration order."""
+        return [attack for attack, _ in self._attacks.values()]
 
     def add_commands(self, cli: Any) -> None:
         """Let every loaded plugin add its commands to the ``legorl`` typer app."""
@@ -254,6 +279,11 @@ class Registry:
     ) -> Any:
         info = self.get(kind, name)
         return info.factory(self.options(kind, name, raw_options), ctx or BuildContext())
+
+
+def _by_own_name(register: Callable[[str, Any], None]) -> Callable[[Any], None]:
+    """``register(value)`` under the value's own ``name`` (an attack)."""
+    return lambda value: register(value.name, value)
 
 
 def _check_kind(kind: str) -> str:

@@ -6,6 +6,7 @@ import importlib.metadata
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -155,11 +156,19 @@ def test_entry_point_with_a_misspelled_hook_is_named(
 
 
 class Tools:
-    """A plugin that adds a benchmark and a command (the tools hooks)."""
+    """A plugin that adds a benchmark, a command, a tokenizer and an attack (the tools hooks)."""
 
     @hookimpl
     def legorl_register_benchmarks(self, register: Any) -> None:
         register("echo", lambda args: {"args": args})
+
+    @hookimpl
+    def legorl_register_tokenizers(self, register: Any) -> None:
+        register("bytes", lambda: "a tokenizer")
+
+    @hookimpl
+    def legorl_register_attacks(self, register: Any) -> None:
+        register(SimpleNamespace(name="echo-fix", category="network", what="x", commands=("true",)))
 
     @hookimpl
     def legorl_register_commands(self, cli: Any) -> None:
@@ -183,13 +192,18 @@ def test_plugins_add_benchmarks_and_commands() -> None:
     assert CliRunner().invoke(app, ["hello"]).stdout == "hello from a plugin\n"
     with pytest.raises(RegistryError, match="benchmark 'echo' registered twice"):
         registry.add_module(Tools(), name="tools-again")
+    assert registry.tokenizer("bytes") == "a tokenizer"
+    assert [a.name for a in registry.attacks()] == ["echo-fix"]
+    with pytest.raises(RegistryError, match="no plugin registers a tokenizer 'qwen9'.*bytes"):
+        registry.tokenizer("qwen9")
     registry.remove_module(tools)
-    assert "echo" not in registry.benchmarks()
+    assert "echo" not in registry.benchmarks() and registry.attacks() == []
 
 
 def test_first_party_benchmarks_and_the_redteam_command_come_through_the_registry() -> None:
     registry = Registry.discover()
     assert {"sandbox", "consistency", "inference"} <= set(registry.benchmarks())
+    assert len(registry.attacks()) >= 80  # legorl-std's red team, for the sandbox contracts
     from lego_rl.cli.main import app
 
     assert "redteam" in {c.name or c.callback.__name__ for c in app.registered_commands}

@@ -427,13 +427,15 @@ def _turn_costs(traffic: Traffic, tokenizer: Any, turns: int) -> dict[str, float
 
 
 def _tokenizer(name: str) -> Any:
+    """The core's byte-level ``tiny``, or a tokenizer a plugin registers (``qwen3``:
+    legorl-embedded's)."""
     if name == "tiny":
         from lego_rl.proxy.doubles import tiny_chat_tokenizer
 
         return tiny_chat_tokenizer()
-    from legorl_embedded.tokenizer import load_tokenizer
+    from lego_rl.registry import default_registry
 
-    return load_tokenizer(name)
+    return default_registry().tokenizer(name)
 
 
 def main(args: list[str]) -> dict[str, Any]:
@@ -452,7 +454,7 @@ def main(args: list[str]) -> dict[str, Any]:
     parser.add_argument("--throughput-s", type=float, default=15.0)
     parser.add_argument("--throughput-sessions", type=int, default=8)
     parser.add_argument("--tokenize-turns", type=int, default=100)
-    parser.add_argument("--tokenizer", default="qwen3", help="qwen3 (real vocabulary) or tiny")
+    parser.add_argument("--tokenizer", default="qwen3", help="tiny, or one a plugin registers (qwen3: the real vocabulary, legorl-embedded)")
     parser.add_argument(
         "--dialect",
         default="anthropic-messages",

@@ -78,9 +78,12 @@ class Traffic(ABC):
             {"model": "policy", self.budget: 256, self.conversation: conversation, **shared}
         ).encode()
 
-    @abstractmethod
     def build(self) -> Dialect:
-        """The dialect the proxy serves this traffic with."""
+        """The dialect the proxy serves this traffic with, from the registry (legorl-std's)."""
+        from lego_rl.registry import default_registry
+
+        dialect: Dialect = default_registry().build("dialect", self.dialect)
+        return dialect
 
     @abstractmethod
     def shared(self) -> dict[str, Any]:
@@ -107,10 +110,6 @@ class ClaudeCode(Traffic):
     def headers(self, key: str) -> dict[str, str]:
         return {"x-api-key": key, "content-type": "application/json"}
 
-    def build(self) -> Dialect:
-        from legorl_std.dialect_anthropic import AnthropicDialect
-
-        return AnthropicDialect()
 
     def shared(self) -> dict[str, Any]:
         system = [
@@ -161,10 +160,6 @@ class Codex(Traffic):
     dialect, path = "openai-responses", "/v1/responses"
     conversation, budget = "input", "max_output_tokens"
 
-    def build(self) -> Dialect:
-        from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
-
-        return OpenAIResponsesDialect()
 
     def shared(self) -> dict[str, Any]:
         tools = [
@@ -225,10 +220,6 @@ class Codex(Traffic):
 class ChatAgent(Traffic):
     dialect, path = "openai-chat", "/v1/chat/completions"
 
-    def build(self) -> Dialect:
-        from legorl_std.dialect_openai_chat import OpenAIChatDialect
-
-        return OpenAIChatDialect()
 
     def shared(self) -> dict[str, Any]:
         tools = [

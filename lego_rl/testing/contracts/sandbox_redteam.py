@@ -1,4 +1,5 @@
-"""The red-team subset that applies to any sandbox backend: ``legorl-std``'s attacks on the
+"""The red-team subset that applies to any sandbox backend: the attacks plugins register
+(``legorl_register_attacks``: ``legorl-std``'s) on the
 network, on hidden host files and other trials, on what the view shows of the host, and on
 resources, each run as commands in a
 sandbox of the kit's fix-add task (its bug: ``a - b`` in ``/app/calc.py``).
@@ -18,6 +19,8 @@ import time
 from typing import Any
 
 from lego_rl.kinds import Sandbox
+from lego_rl.registry import Registry
+from lego_rl.testing.bait import Bait
 from lego_rl.testing.contracts.base import ContractEnv, ContractError, contract, expect
 from lego_rl.testing.contracts.sandbox import brief, no_leftovers, started, storage_task
 from lego_rl.testing.contracts.sandbox_isolation import (
@@ -35,31 +38,29 @@ FIX = "sed -i 's/a - b/a + b/' /app/calc.py"
 FIXED = "def add(a, b):\n    return a + b\n"
 
 
-def sandbox_attacks() -> list[Any]:
-    """The red-team attacks this contract runs (``legorl_std.redteam.attacks.Attack``)."""
-    try:
-        from legorl_std.redteam.catalog import ALL_ATTACKS as ATTACKS
-    except ImportError as exc:
+def sandbox_attacks(registry: Registry) -> list[Any]:
+    """The red-team attacks this contract runs, as plugins register them
+    (``legorl_register_attacks``: legorl-std's)."""
+    attacks = registry.attacks()
+    if not attacks:
         raise ContractError(
-            f"the red-team contract runs legorl-std's attacks, which cannot be imported ({exc}): "
+            "the red-team contract runs the attacks plugins register, and none does: "
             "pip install legorl-std"
-        ) from exc
-    by_name = {a.name: a for a in ATTACKS}
+        )
+    by_name = {a.name: a for a in attacks}
     missing = [n for n in RESOURCE_ATTACKS if n not in by_name]
     expect(not missing, f"legorl-std's red-team suite has no attack {', '.join(missing)}; update legorl-std")
-    return [a for a in ATTACKS if a.category in CATEGORIES] + [by_name[n] for n in RESOURCE_ATTACKS]
+    return [a for a in attacks if a.category in CATEGORIES] + [by_name[n] for n in RESOURCE_ATTACKS]
 
 
 @contract("sandbox", "redteam")
 def redteam(backend: Any, env: ContractEnv) -> None:
     """legorl-std's attacks on the network, hidden host files, other trials and resources gain nothing"""
-    attacks = sandbox_attacks()  # first: says how to install legorl-std when it is missing
-    from legorl_std.redteam.bait import Bait
-
+    attacks = sandbox_attacks(env.registry)  # first: says how to install legorl-std when it is missing
     task = storage_task(env)
     run_dir = env.build_context().run_dir or env.tmp
     task_files = file_digests(task.path)
-    bait = Bait()
+    bait = Bait({"calc.py": FIXED})
     try:
         with (
             serving(ENDPOINT_BODY) as host_url,

