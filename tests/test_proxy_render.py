@@ -200,3 +200,20 @@ def test_prefix_cache_shares_the_first_turn_and_matches_plain_tokenization():
     assert [list(cache.encode(t)) for t in texts] == [encode(tok, t) for t in texts]
     assert (cache.hits, cache.misses) == (2, 1)
     assert list(cache.encode("no marker here")) == encode(tok, "no marker here")
+
+
+def test_a_new_tokenizer_renders_its_first_template_alone_whatever_its_id():
+    """Tokenizers freed and made again often get the same id: the first-render lock is kept
+    per tokenizer object, so a fresh one is never taken for one that rendered before."""
+    from lego_rl.proxy import render
+
+    class Plain:
+        def apply_chat_template(self, messages, **kwargs) -> str:
+            return "text"
+
+    for _ in range(20):  # CPython hands a freed object's memory, and so its id, to the next
+        tok = Plain()
+        assert not render._rendered(tok, None)
+        render.apply_template(tok, [ChatMessage(role="user", content="hi")], [], None, True)
+        assert render._rendered(tok, None)
+        del tok

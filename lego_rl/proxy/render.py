@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -96,8 +97,17 @@ def _template_errors() -> tuple[type[Exception], ...]:
     return (TemplateError,)
 
 
-_first_renders: set[tuple[int, str | None]] = set()
+_first_renders: weakref.WeakKeyDictionary[Any, set[str | None]] = weakref.WeakKeyDictionary()
+"""The templates each live tokenizer has rendered (by the tokenizer itself, not its id: a
+freed tokenizer's id is soon another's)."""
 _first_render_lock = threading.Lock()
+
+
+def _rendered(tokenizer: Any, template: str | None) -> bool:
+    try:
+        return template in _first_renders.get(tokenizer, ())
+    except TypeError:  # not weak-referenceable: no first render held back
+        return True
 
 
 def apply_template(
@@ -126,12 +136,11 @@ def apply_template(
             add_generation_prompt=generation_prompt,
         )
 
-    key = (id(tokenizer), template)
-    if key not in _first_renders:
+    if not _rendered(tokenizer, template):
         with _first_render_lock:
-            if key not in _first_renders:
+            if not _rendered(tokenizer, template):
                 text = render()
-                _first_renders.add(key)
+                _first_renders.setdefault(tokenizer, set()).add(template)
                 return text
     twin = template_twin(tokenizer, template)
     if twin is None:
