@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: setup quickstart test schema
+.PHONY: setup quickstart test lint schema
 
 setup:
 	@scripts/setup.sh
@@ -15,6 +15,10 @@ quickstart: setup
 # pytest 9.2 xdist 3.8 ignores them without a word: pytest-xdist issue 1386.)
 test: setup
 	$(VENV)/bin/python -m pytest -n auto --dist loadfile $(PYTEST_ARGS)
+
+# ruff with pyproject.toml's configuration (tests/test_lint.py runs the same check)
+lint: setup
+	$(VENV)/bin/python -m ruff check lego_rl plugins
 
 schema: setup
 	$(VENV)/bin/legorl schema

@@ -13,7 +13,7 @@ from legorl_std.dialect_anthropic import AnthropicDialect
 from legorl_std.dialect_openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Generation, Sampling
-from lego_rl.kinds import Check, ChatRequest, Sandbox, Task, Violation
+from lego_rl.kinds import ChatRequest, Check, Sandbox, Task, Violation
 from lego_rl.proxy.doubles import tiny_chat_tokenizer
 from lego_rl.registry import default_registry
 from lego_rl.testing.contracts import ContractEnv, ContractError, base, contract_named

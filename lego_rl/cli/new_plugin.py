@@ -19,7 +19,8 @@ def new_plugin(
     ] = Path("."),
 ) -> None:
     """Generate a plugin package: entry point, options model, conformance tests, README."""
-    from lego_rl.scaffold import ScaffoldError, new_plugin as generate, plugin_names
+    from lego_rl.scaffold import ScaffoldError, plugin_names
+    from lego_rl.scaffold import new_plugin as generate
 
     try:
         target = generate(kind, name, directory)

@@ -6,6 +6,7 @@ from typing import Any
 
 from lego_rl.data import Attribution, TrialResult
 
+
 def first_version(result: TrialResult, launched: int) -> int:
     """The policy version of the trial's first sampled token (``launched`` if it made no call)."""
     return result.call_versions[0][0] if result.call_versions else launched

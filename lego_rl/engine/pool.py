@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from lego_rl.data import Attribution, TrialResult
@@ -30,7 +30,6 @@ from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_
 from lego_rl.engine.scheduler import TaskCycle, history_weight
 from lego_rl.kinds import Filter, Group, ResamplesGroups, Task
 from lego_rl.proxy.budgets import cache_metrics
-
 
 CLOSE_GRACE_S = 30.0
 """How long :meth:`RolloutPool.close` waits for the trials it cancelled to end."""

@@ -76,12 +76,12 @@ class TaskCycle:
         if self.weight is None:
             return self._rng.sample(self._tasks, len(self._tasks))
         weights = [self.weight(t.name) for t in self._tasks]
-        bad = [(t.name, w) for t, w in zip(self._tasks, weights) if not w > 0]
+        bad = [(t.name, w) for t, w in zip(self._tasks, weights, strict=True) if not w > 0]
         if bad:
             raise ValueError(f"task weights must be positive numbers, got {bad[:3]}")
         top = max(weights)
         keyed = []
-        for task, w in zip(self._tasks, weights):
+        for task, w in zip(self._tasks, weights, strict=True):
             joins = self._rng.random() * top < w  # the heaviest task always joins
             key = self._rng.random() ** (1.0 / w)
             if joins:

@@ -181,7 +181,7 @@ def trajectory_payload(trajectory: Trajectory) -> bytes:
                          "routing": len(s.routing)})  # fmt: skip
         ids.extend(s.ids)
         mask.extend(s.loss_mask)
-        logprobs.extend(s.logprobs if full else (lp for m, lp in zip(s.loss_mask, s.logprobs) if m))
+        logprobs.extend(s.logprobs if full else (lp for m, lp in zip(s.loss_mask, s.logprobs, strict=True) if m))
         routing.extend(s.routing)
     route, route_columns = pack_routing(routing)
     header = {"session": trajectory.session, "subagent": trajectory.subagent,

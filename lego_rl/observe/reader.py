@@ -127,7 +127,7 @@ class RunReader:
             rows = db.execute(
                 f"SELECT {', '.join(cols)} FROM calls {where}", (session,) if where else ()
             )
-            return [dict(zip(cols, row)) for row in rows]
+            return [dict(zip(cols, row, strict=True)) for row in rows]
 
     def call_records(self, session: str) -> list[dict[str, Any]]:
         """The calls of one proxy session (one trial) by index: each record as JSON without its

@@ -214,7 +214,7 @@ def time_split(
         model[call["session"]] += call.get("seconds") or 0.0
     per_trial = [_trial_parts(t, model.get(t["trial_id"], 0.0)) for t in trials]
     by_step: dict[int, list[dict[str, float]]] = defaultdict(list)
-    for t, parts in zip(trials, per_trial):
+    for t, parts in zip(trials, per_trial, strict=True):
         by_step[int(t.get("step") or 0)].append(parts)
     rows = [_step_split(s, by_step.get(int(s.get("step", 0)), [])) for s in steps]
     phases: dict[str, list[float]] = defaultdict(list)

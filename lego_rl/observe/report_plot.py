@@ -68,7 +68,7 @@ def _time_split(ax: Any, rows: list[dict[str, Any]]) -> None:
         values = [r.get(key) or 0.0 for r in rows]
         if any(values):
             ax.bar(x, values, bottom=bottom, color=color, label=label, width=0.8)
-            bottom = [b + v for b, v in zip(bottom, values)]
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_xlabel("step (policy version that sampled)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("seconds")

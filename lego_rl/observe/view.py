@@ -76,7 +76,7 @@ class RunView:
             | hacking.get(n, NO_HACKING)
             for n in sorted(set(metrics) | set(by_step))
         ]
-        for row, mean10 in zip(rows, moving_mean([r["reward_mean"] for r in rows])):
+        for row, mean10 in zip(rows, moving_mean([r["reward_mean"] for r in rows]), strict=True):
             row["reward_mean10"] = mean10
         return {
             "version": version,

@@ -10,7 +10,6 @@ from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy import jsonio
 from lego_rl.proxy.errors import BadRequest, require
 
-
 Settings = tuple[Sampling, str, bool]
 """What a request's top-level fields set: its sampling, model name and whether it streams."""
 

@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 
 from lego_rl.kinds import MakesConformanceRequest
-
 from lego_rl.testing.contracts.base import (
     ContractEnv,
     ContractError,

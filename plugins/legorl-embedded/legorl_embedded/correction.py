@@ -25,6 +25,7 @@ the truncation cut).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from lego_rl.harness_kit import deep_merge
 from lego_rl.kinds import Endpoint
-
 from legorl_mini_swe_agent.options import MiniSweAgentOptions
 
 TIMEOUT_MARGIN = 0.1

@@ -17,7 +17,6 @@ import yaml
 from lego_rl import harness_kit as kit
 from lego_rl.kinds import Endpoint, HarnessResult, Problem, Sandbox, Task
 from lego_rl.registry import BuildContext
-
 from legorl_mini_swe_agent.config import build_config
 from legorl_mini_swe_agent.options import MiniSweAgentOptions
 from legorl_mini_swe_agent.outcome import classify, render_transcript

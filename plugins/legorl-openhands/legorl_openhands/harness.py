@@ -22,7 +22,6 @@ from typing import Any
 from lego_rl import harness_kit as kit
 from lego_rl.kinds import Endpoint, HarnessResult, Problem, Sandbox, Task
 from lego_rl.registry import BuildContext
-
 from legorl_openhands.options import OpenHandsOptions
 from legorl_openhands.outcome import classify, render_transcript
 from legorl_openhands.settings import build_settings

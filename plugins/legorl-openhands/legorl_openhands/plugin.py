@@ -1,7 +1,6 @@
 """Entry point of legorl-openhands: registers the ``openhands`` harness."""
 
 from lego_rl import hookimpl
-
 from legorl_openhands.harness import OpenHands
 from legorl_openhands.options import OpenHandsOptions
 

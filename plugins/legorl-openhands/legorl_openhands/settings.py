@@ -10,7 +10,6 @@ from typing import Any
 
 from lego_rl.harness_kit import deep_merge
 from lego_rl.kinds import Endpoint
-
 from legorl_openhands.options import OpenHandsOptions
 
 

@@ -49,7 +49,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -68,15 +67,6 @@ from lego_rl.crossing import CrossingLimit, CrossingPolicy
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
 from legorl_std.dockerfile import Image
-from legorl_std.sandbox_verify import apply, file_changes
-from legorl_std.sandbox_view import (
-    cover_args,
-    expose_args,
-    interpreter_paths,
-    own_packages,
-    parent_dirs,
-    root_view_args,
-)
 from legorl_std.sandbox_limits import (
     MB,
     Limits,
@@ -95,6 +85,15 @@ from legorl_std.sandbox_snapshot import (
     Snapshot,
     unified_diff,
     unmount_stale,
+)
+from legorl_std.sandbox_verify import apply, file_changes
+from legorl_std.sandbox_view import (
+    cover_args,
+    expose_args,
+    interpreter_paths,
+    own_packages,
+    parent_dirs,
+    root_view_args,
 )
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import shlex
 import time
-from lego_rl.data import TrialResult
+
 from lego_rl.anticheat_checks import CHECK_TIMEOUT, CheckError, run_checks
+from lego_rl.data import TrialResult
 from lego_rl.kinds import Check, ReportsChanges, Sandbox, Task, Violation
 
 

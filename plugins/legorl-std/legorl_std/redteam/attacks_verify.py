@@ -11,7 +11,7 @@ blocking). A ``launder`` attack must end with reward 0 *and* attributed to the p
 
 from __future__ import annotations
 
-from legorl_std.redteam.attacks import _FORCE_PASS, Attack, _braced, append, prepend
+from legorl_std.redteam.attacks import _FORCE_PASS, Attack, append, prepend
 
 _PLUGIN = f"cat > /app/evilplugin.py <<'EOF'\n{_FORCE_PASS}EOF"
 _HOOK = f"cat > /app/hook.sh <<'EOF'\ncat > /app/conftest.py <<'EOT'\n{_FORCE_PASS}EOT\ncat\nEOF"

@@ -123,7 +123,9 @@ def run_suite(
             backend = _backend(name, workdir / f"run-{name}")
             root = backend.root if isinstance(backend, TrialsRoot) else workdir / f"run-{name}"
 
-            def trial(job: tuple[Attack, Target], backend: SandboxBackend = backend, name: str = name) -> Outcome:
+            def trial(
+                job: tuple[Attack, Target], backend: SandboxBackend = backend, name: str = name, root: Path = root
+            ) -> Outcome:
                 attack, target = job
                 fill = _fill(target, bait, root)
                 commands = [target.oracle] if attack is ORACLE else [c.format(**fill) for c in attack.commands]
