@@ -66,6 +66,7 @@ from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import Problem
 from lego_rl.proxy.budgets import cache_bytes
 
+
 def _tool_call(n: int) -> str:
     """The policy's text for tool call ``n`` (Qwen3's format)."""
     call = json.dumps({"name": "Bash", "arguments": call_arguments(n)})

@@ -1,11 +1,11 @@
 """Entry point of legorl-std: each kind's registration lives beside its implementation."""
 
 from legorl_std.anticheat import legorl_register_anticheat
+from legorl_std.bench_sandbox import legorl_register_benchmarks
 from legorl_std.bugfix_tasks import legorl_register_bugfix_tasks as legorl_register_bugfix_tasks
 from legorl_std.dialects import legorl_register_dialect
 from legorl_std.filters import legorl_register_filter
 from legorl_std.harbor_tasks import legorl_register_tasks
-from legorl_std.bench_sandbox import legorl_register_benchmarks
 from legorl_std.local_sandbox import legorl_register_sandbox
 from legorl_std.redteam.catalog import legorl_register_attacks
 from legorl_std.redteam.command import legorl_register_commands
