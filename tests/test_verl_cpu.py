@@ -133,6 +133,47 @@ def test_weights_change_each_step_and_the_next_step_samples_them(run: dict[str, 
         assert {s["legorl_versions"] for s in samples} == {str(step - 1)}
 
 
+@pytest.mark.slow
+def test_rollout_and_actor_compute_the_same_function_each_step(run: dict[str, Any]) -> None:
+    """verl's own train/inference consistency metrics: the log-probs the rollout server sampled
+    with (version k-1) against the FSDP actor's recomputation before update k. Both are fp32
+    eager transformers: equal up to float noise only if the handed-over weights are exact."""
+    for metrics in run["metrics"].values():
+        assert metrics["training/rollout_probs_diff_valid"] == 1
+        assert metrics["training/rollout_probs_diff_max"] < 1e-4
+        assert abs(metrics["rollout_corr/k3_kl"]) < 1e-3
+
+
+@pytest.mark.slow
+def test_first_step_loss_matches_the_embedded_objective(run: dict[str, Any]) -> None:
+    """The embedded GRPO objective on step 1's batch as verl saw it (its rewards, groups and
+    trained tokens per sample; ratio 1, as on verl's first and only mini-batch) against verl's
+    pg_loss. verl also weighs each token by its rollout importance weight (pi_old/pi_rollout,
+    rollout_is token mode, cap 2): the tolerance is that weight's largest deviation from 1 as
+    verl reports it, times the mean |advantage| per token."""
+    import torch
+    from legorl_embedded.batch import PolicyBatch
+    from legorl_embedded.grpo import GRPO
+    from legorl_embedded.options import GRPOOptions
+
+    from lego_rl.data import TrialResult
+
+    samples, metrics = run["samples"][1], run["metrics"][1]
+    grpo = GRPO(GRPOOptions())
+    advantages = torch.tensor(grpo.advantages(
+        [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"]) for s in samples]))
+    tokens = torch.tensor([float(s["legorl_trained_tokens"]) for s in samples])
+    mask = (torch.arange(int(tokens.max())) < tokens.unsqueeze(1)).float()
+    logprobs = torch.zeros_like(mask)
+    batch = PolicyBatch(logprobs=logprobs, inference_logprobs=logprobs, mask=mask, advantages=advantages,
+                        seq_tokens=tokens, token_total=float(tokens.sum()), seq_total=float(len(samples)))
+    ours = float(grpo.loss(batch)[0])
+    spread = max(metrics["rollout_corr/rollout_is_max"] - 1, 1 - metrics["rollout_corr/rollout_is_min"])
+    bound = spread * float((advantages.abs() * tokens).sum() / tokens.sum()) + 1e-6
+    assert ours != 0.0
+    assert abs(metrics["actor/pg_loss"] - ours) <= bound, (metrics["actor/pg_loss"], ours, bound)
+
+
 def test_the_private_rollout_table_is_as_verl_0_9_1_has_it() -> None:
     """legorl_verl.cpu.verl_private writes to verl's private worker-side rollout table: fail
     loudly when verl moves or changes it."""
