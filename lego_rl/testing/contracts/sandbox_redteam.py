@@ -18,7 +18,7 @@ import shlex
 import time
 from typing import Any
 
-from lego_rl.kinds import Sandbox
+from lego_rl.kinds import Sandbox, TrialsRoot
 from lego_rl.registry import Registry
 from lego_rl.testing.bait import Bait
 from lego_rl.testing.contracts.base import ContractEnv, ContractError, contract, expect
@@ -76,7 +76,7 @@ def redteam(backend: Any, env: ContractEnv) -> None:
                 **bait.placeholders,
                 "task": str(task.path),
                 # where the backend keeps trial files on this host, if it says (local: root)
-                "trials": str(getattr(backend, "root", None) or run_dir),
+                "trials": str(backend.root if isinstance(backend, TrialsRoot) else run_dir),
                 "py": "python3",
                 "module": "/app/calc.py",
                 "name": "calc.py",
