@@ -32,7 +32,7 @@ from lego_rl.registry import BuildContext
 from legorl_docker import procs
 from legorl_docker.cli import Docker, DockerError
 from legorl_docker.container import SandboxError, Settings
-from legorl_docker.images import HOME, ImageBuildError, TaskImages
+from legorl_docker.images import HOME, TaskImages
 from legorl_docker.options import HOST_ENV, DockerOptions
 from legorl_docker.sandbox import DockerSandbox
 
