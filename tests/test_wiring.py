@@ -14,12 +14,6 @@ from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.spec.models import ModelSpec, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-ASSEMBLED_ELSEWHERE = {
-    "plugins/legorl-verl/legorl_verl/trials.py": "being reworked with verl's CPU path; moves to TrialWiring after",
-}
-"""Modules that still build a TrialSetup themselves, each with the reason."""
-
-
 def test_limits_of_a_run_are_its_sampling_and_turns_with_two_to_spare():
     limits = TrialLimits.of_run(RunSpec(temperature=0.7, max_tokens=321, max_turns=5))
     assert limits == TrialLimits(Sampling(temperature=0.7, max_tokens=321), 7)
@@ -42,4 +36,4 @@ def test_no_other_module_assembles_a_trial_setup():
     assembling = {
         str(p.relative_to(ROOT)) for p in sources if re.search(r"\bTrialSetup\(", p.read_text())
     }
-    assert assembling - set(ASSEMBLED_ELSEWHERE) == {"lego_rl/engine/wiring.py"}
+    assert assembling == {"lego_rl/engine/wiring.py"}

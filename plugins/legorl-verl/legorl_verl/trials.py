@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import Attribution, Sampling, TrialResult
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from lego_rl.data import Attribution, TrialResult
+from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import AntiCheat, Dialect, Harness, SandboxBackend, Task, Verifier
-from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext, Registry, default_registry
 from lego_rl.spec.models import Spec
 from lego_rl.spec.resolve import resolve
@@ -82,32 +81,16 @@ class TrialKit:
     ) -> tuple[TrialResult, list[int]]:
         spec = self.spec
         inference = VerlServerInference(client, loop, tokenizer, trial_id)
-        proxy = ProxyServer(
-            inference,
-            {spec.dialect.plugin: self.dialect},
-            model_name=spec.model.name,
-            max_context=spec.model.max_context,
-            chat_template=spec.model.chat_template,
-            freeze_heap=False,
+        wiring = TrialWiring(inference, spec.dialect.plugin, self.dialect, spec.model, freeze_heap=False)
+        runner = wiring.runner(
+            sandbox=self.sandbox,
+            harness=self.harness,
+            verifier=self.verifier,
+            limits=TrialLimits.of_run(spec.run),
+            anticheat=self.anticheat,
         )
-        runner = TrialRunner(
-            TrialSetup(
-                sandbox=self.sandbox,
-                harness=self.harness,
-                verifier=self.verifier,
-                proxy=proxy,
-                dialect=spec.dialect.plugin,
-                model_name=spec.model.name,
-                sampling=Sampling(temperature=spec.run.temperature, max_tokens=spec.run.max_tokens),
-                max_calls=spec.run.max_turns + 2,
-                anticheat=self.anticheat,
-            )
-        )
-        proxy.start()
-        try:
+        with wiring.serving():
             return runner.run(task, trial_id), inference.versions
-        finally:
-            proxy.stop()
 
 
 _kits: dict[str, TrialKit] = {}
