@@ -92,7 +92,8 @@ class {{Class}}:
         }
 
     # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
-    # conformance_script above is ScriptsConformance (the contracts and the warm start use it).
+    # conformance_script above is ScriptsConformance (the contracts and the warm start use it);
+    # the class attribute dialect makes the class SpeaksDialect (legorl validate checks the spec).
     #
     # HarnessFiles: host files the CLI runs from inside the sandbox (its venv, its runtime).
     # def sandbox_files(self) -> list[Path]:

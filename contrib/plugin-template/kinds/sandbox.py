@@ -80,6 +80,9 @@ class {{Class}}:
         """TODO: create the sandbox from the task's environment (task.path / 'environment')."""
         return {{Class}}Sandbox(task, trial_id, self.options.workdir)
 
+    # Optional capability (lego_rl.kinds): TrialsRoot, the host directory the trials live in.
+    # root: Path
+
 
 @hookimpl
 def legorl_register_sandbox(register) -> None:

@@ -35,6 +35,9 @@ class {{Class}}:
 
     # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
     #
+    # PlanDetails, on the factory: what `legorl plan` shows of this trainer (register a function
+    # with a plan_details(options, ctx) -> dict attribute as the factory).
+    #
     # Supervises: model.warmstart fine-tunes on recorded demonstrations first.
     # def supervise(self, demos: list[Any], plan: WarmstartSpec, target: Path, log) -> dict[str, float]: ...
     #
