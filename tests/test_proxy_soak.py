@@ -33,10 +33,12 @@ from lego_rl.proxy.server import ProxyServer
 REFUSED = 64
 """Distinct refused bodies, ~0.5-2 MB each, over the sessions of three dialects."""
 SESSIONS = 6
-RETAINED_BOUND = 1 << 20
-"""Bytes still allocated after the refused requests, over what was before them (measured:
-~40 KB, the sessions' refusal messages and the server's bookkeeping; before the budgets,
-~1 GB for these requests)."""
+RETAINED_BOUND = 4 << 20
+"""Bytes still allocated after the refused requests, over what was before them: ~5% of what
+they sent, where the proxy before the budgets kept ~14 times it (~1 GB). Measured: 0.12-0.14 MB
+run alone (the sessions' refusal messages, the server's bookkeeping); up to 2.2 MB after the
+other proxy test files in one process (what a transport or worker still holds of the last
+~2 MB body, and earlier tests' leftovers allocating meanwhile), hence the margin."""
 SYSTEM = "You are a coding agent. " * 200
 TOOLS = [{"name": f"tool{i}", "description": "Does things. " * 40} for i in range(8)]
 
@@ -183,15 +185,16 @@ def test_refused_megabyte_bodies_leave_every_cache_and_the_heap_as_they_were():
                 turns[s.id].append("after")
                 assert post(s, turns[s.id]).status_code == 200
                 assert [c.extends_previous for c in s.calls] == [False, True, True]
+            still_open = traced()
             closed = [server.close_session(s.id) for s in sessions]
-            after_close = traced() - before
+            freed = still_open - traced()
         finally:
             tracemalloc.stop()
         left = cache_bytes()
         assert sent > 60 * 500_000
         assert retained < RETAINED_BOUND, f"{retained} bytes retained after {sent} bytes refused"
-        print(f"refused {sent} bytes: {retained} retained, {after_close} after closing")
-        assert after_close < RETAINED_BOUND
+        print(f"refused {sent} bytes: {retained} retained; closing freed {freed}")
+        assert freed >= 0  # closing frees (the sessions' arrays, renderings, contexts), adds nothing
         assert all(v == 0 for k, v in left.items() if k.endswith(".arrays")), left
         assert all(t.rendering is None and t.context is None for s in closed for t in s.threads)
         assert sum(len(s.calls) for s in closed) == 3 * SESSIONS  # records kept

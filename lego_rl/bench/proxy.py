@@ -36,9 +36,10 @@ harnesses do), so the proxy's process does only proxy work.
   rendered by Jinja alone.
 - ``cache_bytes``: what each of the proxy's caches holds at the end of the paced run, by name,
   with the sessions still open (:func:`lego_rl.proxy.budgets.cache_bytes`: estimates that err
-  high, each cache bounded by its byte budget); ``cache_bytes_total`` their sum, and
-  ``cache_bytes_after_close`` the sum once every session has closed (a session's own entries,
-  its messages arrays, go with it; what sessions share stays).
+  high, each cache bounded by its byte budget); ``cache_bytes_total`` their sum;
+  ``cache_bytes_after_close`` (by name) and ``cache_bytes_after_close_total`` once every
+  session has closed (a session's own entries, its messages arrays, go with it; what sessions
+  share stays).
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ def _serve_load(load: Load) -> dict[str, Any]:
             server.close_session(s.id)
         return run | {
             "cache_bytes": held,
-            "cache_bytes_after_close": sum(cache_bytes().values()),
+            "cache_bytes_after_close": cache_bytes(),
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
             "cache": (
                 server.handler.prefix_cache.hits,
@@ -498,6 +499,7 @@ def main(args: list[str]) -> dict[str, Any]:
         "cache_bytes": paced["cache_bytes"],
         "cache_bytes_total": sum(paced["cache_bytes"].values()),
         "cache_bytes_after_close": paced["cache_bytes_after_close"],
+        "cache_bytes_after_close_total": sum(paced["cache_bytes_after_close"].values()),
     }
 
     closed = _serve_load(
