@@ -91,7 +91,11 @@ def test_verl_trains_two_steps_on_rewards_of_real_trials(run: dict[str, Any]) ->
         assert sample["legorl_task"] == "fix-square" and sample["legorl_termination"] == "completed"
         assert sample["legorl_attribution"] != "infrastructure" and sample["legorl_calls"] == 1
         assert sample["legorl_trained_tokens"] > 0  # a policy failure trains too, with reward 0
-    assert sorted(s["score"] for s in samples) == [0.0, 0.0, 1.0, 1.0]
+        # an attempt that failed through the infrastructure was retried, and says why
+        assert sample["legorl_trial"].endswith("-r1") == bool(sample["legorl_retried"]), sample["legorl_retried"]
+    # the script alternates fix / give up over the server's calls (an attempt retried after an
+    # infrastructure failure takes a turn too): both outcomes occur
+    assert {s["score"] for s in samples} == {0.0, 1.0}
     for step, metrics in run["metrics"].items():
         scores = [s["score"] for s in run["samples"][step]]
         assert metrics["critic/score/mean"] == pytest.approx(sum(scores) / len(scores))
@@ -145,21 +149,26 @@ def test_rollout_and_actor_compute_the_same_function_each_step(run: dict[str, An
 
 
 @pytest.mark.slow
-def test_first_step_loss_matches_the_embedded_objective(run: dict[str, Any]) -> None:
-    """The embedded GRPO objective on step 1's batch as verl saw it (its rewards, groups and
-    trained tokens per sample; ratio 1, as on verl's first and only mini-batch) against verl's
-    pg_loss. verl also weighs each token by its rollout importance weight (pi_old/pi_rollout,
-    rollout_is token mode, cap 2): the tolerance is that weight's largest deviation from 1 as
-    verl reports it, times the mean |advantage| per token."""
-    import torch
-    from legorl_embedded.batch import PolicyBatch
+def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
+    """The embedded GRPO objective on each step's batch as verl saw it (its rewards, groups and
+    trained tokens per sample; ratio 1, as on verl's one mini-batch a step, on-policy) against
+    verl's pg_loss. verl also weighs each token by its rollout importance weight
+    (pi_old/pi_rollout, rollout_is token mode, cap 2): the tolerance is that weight's largest
+    deviation from 1 as verl reports it, times the mean |advantage| per token."""
     from legorl_embedded.grpo import GRPO
     from legorl_embedded.options import GRPOOptions
 
+    grpo = GRPO(GRPOOptions())
+    losses = [step_loss(grpo, run["samples"][step], run["metrics"][step]) for step in (1, 2)]
+    assert any(loss != 0.0 for loss in losses)  # at least one mixed group
+
+
+def step_loss(grpo: Any, samples: list[dict[str, Any]], metrics: dict[str, Any]) -> float:
+    import torch
+    from legorl_embedded.batch import PolicyBatch
+
     from lego_rl.data import TrialResult
 
-    samples, metrics = run["samples"][1], run["metrics"][1]
-    grpo = GRPO(GRPOOptions())
     advantages = torch.tensor(grpo.advantages(
         [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"]) for s in samples]))
     tokens = torch.tensor([float(s["legorl_trained_tokens"]) for s in samples])
@@ -170,8 +179,8 @@ def test_first_step_loss_matches_the_embedded_objective(run: dict[str, Any]) -> 
     ours = float(grpo.loss(batch)[0])
     spread = max(metrics["rollout_corr/rollout_is_max"] - 1, 1 - metrics["rollout_corr/rollout_is_min"])
     bound = spread * float((advantages.abs() * tokens).sum() / tokens.sum()) + 1e-6
-    assert ours != 0.0
     assert abs(metrics["actor/pg_loss"] - ours) <= bound, (metrics["actor/pg_loss"], ours, bound)
+    return ours
 
 
 def test_the_private_rollout_table_is_as_verl_0_9_1_has_it() -> None:

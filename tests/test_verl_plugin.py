@@ -319,8 +319,8 @@ def test_failed_trials_reach_verl_masked_or_with_reward_zero(tmp_path: Path, ter
     result = TrialResult(trial_id="t", task="t1", reward=0.0, termination=Termination(termination),
                          attribution=Attribution(attribution),
                          trajectory=Trajectory(session="x", segments=[segment("ppsssp")]))
-    out = agent.output(result, 1.0, [0, 0])
+    out = agent.output(result, 1.0)
     assert out.reward_score == 0.0 and sum(out.response_mask) == trained
     info = out.extra_fields["reward_extra_info"]
     assert (info["legorl_attribution"], info["legorl_termination"]) == (attribution, termination)
-    assert info["legorl_trained_tokens"] == trained and info["legorl_versions"] == "0,0"
+    assert info["legorl_trained_tokens"] == trained and info["legorl_retried"] == ""

@@ -60,7 +60,7 @@ class LegoRLAgentLoop(AgentLoopBase):
         trial_id = f"{task}-{uuid.uuid4().hex[:10]}"
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        result, versions = await loop.run_in_executor(
+        result, failed = await loop.run_in_executor(
             _threads(self.kit.spec.run.concurrency),
             self.kit.run,
             task,
@@ -69,10 +69,11 @@ class LegoRLAgentLoop(AgentLoopBase):
             loop,
             self.tokenizer,
         )
-        return self.output(result, time.monotonic() - started, versions)
+        return self.output(result, time.monotonic() - started, failed)
 
-    def output(self, result: TrialResult, seconds: float, versions: list[int] | None = None) -> AgentLoopOutput:
-        """verl's output of a finished trial; ``versions``: the policy version of each call."""
+    def output(self, result: TrialResult, seconds: float, failed: list[TrialResult] | None = None) -> AgentLoopOutput:
+        """verl's output of a finished trial; ``failed``: its attempts that failed through the
+        infrastructure (retried)."""
         rollout = self.rollout_config
         replay = bool(rollout.enable_rollout_routing_replay)
         shape = routing_shape(result.trajectory) if replay else None
@@ -102,12 +103,12 @@ class LegoRLAgentLoop(AgentLoopBase):
                 "legorl_termination": result.termination.value,
                 **{f"legorl_{k}": v for k, v in sample.stats.items()},
                 # verl carries these into its batch and its rollout dump (trainer.rollout_data_dir)
-                "reward_extra_info": trial_info(result, sample.stats, versions or []),
+                "reward_extra_info": trial_info(result, sample.stats, failed or []),
             },
         )
 
 
-def trial_info(result: TrialResult, stats: dict[str, int], versions: list[int]) -> dict[str, Any]:
+def trial_info(result: TrialResult, stats: dict[str, int], failed: list[TrialResult]) -> dict[str, Any]:
     """What verl's batch keeps of a trial, beside its reward (one value per key, every sample)."""
     return {
         "legorl_trial": result.trial_id,
@@ -116,7 +117,8 @@ def trial_info(result: TrialResult, stats: dict[str, int], versions: list[int]) 
         "legorl_attribution": result.attribution.value,
         "legorl_reward": float(result.reward),
         "legorl_calls": int(result.calls),
-        "legorl_versions": ",".join(str(v) for v in versions),
+        "legorl_versions": ",".join(str(version) for version, _ in result.call_versions),
+        "legorl_retried": " | ".join(f"{r.termination.value}: {r.reason[:300]}" for r in failed),
         "legorl_trained_tokens": int(stats.get("trained_tokens", 0)),
         "legorl_segments": int(stats.get("segments", 0)),
     }

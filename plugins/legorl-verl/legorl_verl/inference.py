@@ -36,8 +36,6 @@ class VerlServerInference:
         self.client, self.loop, self.tokenizer = client, loop, tokenizer
         self.request_id, self.timeout = request_id, timeout
         self.policy_version = 0
-        self.versions: list[int] = []
-        """The policy version of each call, in order (what verl's server reported)."""
 
     def preflight(self) -> list[Problem]:
         return []
@@ -62,7 +60,6 @@ class VerlServerInference:
         steps = output.extra_fields.get("max_global_steps")
         if isinstance(steps, int):
             self.policy_version = steps
-        self.versions.append(self.policy_version)
         if on_token is not None:  # verl's servers do not stream: replay once complete
             for token, logprob in zip(ids, output.log_probs, strict=True):
                 on_token(token, logprob)

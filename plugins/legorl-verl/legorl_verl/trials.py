@@ -65,20 +65,22 @@ class TrialKit:
 
     def run(
         self, task_name: str, trial_id: str, client: Any, loop: asyncio.AbstractEventLoop, tokenizer: Any
-    ) -> tuple[TrialResult, list[int]]:
+    ) -> tuple[TrialResult, list[TrialResult]]:
         """Run one trial (blocking; call it off the event loop), retrying infrastructure
-        failures up to ``run.retries`` times; also the policy version of each of its calls."""
+        failures up to ``run.retries`` times; also the attempts that failed so."""
         task = self.task(task_name)
-        result, versions = self._once(task, trial_id, client, loop, tokenizer)
+        failed: list[TrialResult] = []
+        result = self._once(task, trial_id, client, loop, tokenizer)
         for attempt in range(1, self.spec.run.retries + 1):
             if result.attribution != Attribution.INFRASTRUCTURE:
                 break
-            result, versions = self._once(task, f"{trial_id}-r{attempt}", client, loop, tokenizer)
-        return result, versions
+            failed.append(result)
+            result = self._once(task, f"{trial_id}-r{attempt}", client, loop, tokenizer)
+        return result, failed
 
     def _once(
         self, task: Task, trial_id: str, client: Any, loop: asyncio.AbstractEventLoop, tokenizer: Any
-    ) -> tuple[TrialResult, list[int]]:
+    ) -> TrialResult:
         spec = self.spec
         inference = VerlServerInference(client, loop, tokenizer, trial_id)
         wiring = TrialWiring(inference, spec.dialect.plugin, self.dialect, spec.model, freeze_heap=False)
@@ -90,7 +92,7 @@ class TrialKit:
             anticheat=self.anticheat,
         )
         with wiring.serving():
-            return runner.run(task, trial_id), inference.versions
+            return runner.run(task, trial_id)
 
 
 _kits: dict[str, TrialKit] = {}
