@@ -7,6 +7,7 @@ What is not defined here comes from :mod:`torch.cpu`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -63,10 +64,9 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    import psutil
-
-    memory = psutil.virtual_memory()
-    return memory.available, memory.total
+    """(free, total) bytes of the machine's memory."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return page * os.sysconf("SC_AVPHYS_PAGES"), page * os.sysconf("SC_PHYS_PAGES")
 
 
 def manual_seed(seed: int) -> None:
