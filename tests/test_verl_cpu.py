@@ -249,3 +249,30 @@ def test_cpu_rollout_needs_one_worker_and_fsdp(tmp_path: Path) -> None:
     assert cfg["trainer"]["device"] == "cpu" and cfg["trainer"]["use_v1"] is False
     assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
     assert cfg["actor_rollout_ref"]["model"]["external_lib"] == "legorl_verl.cpu.dist"
+
+
+def test_the_scripted_policy_scores_concurrent_calls_apart() -> None:
+    """The CPU rollout server calls its inference from several threads at once; the scripted
+    policy's routing hooks must see only their own forward pass (two at once mixed rows of
+    both: 'stack expects each tensor to be equal size', an api_error retried as infrastructure)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from legorl_embedded.inference import HFInference
+    from legorl_embedded.options import HFInferenceOptions
+    from legorl_embedded.scripted import ScriptedInference
+    from legorl_embedded.scripted_options import ScriptedInferenceOptions
+
+    from lego_rl.data import Sampling
+    from lego_rl.spec.models import ModelSpec
+
+    model = ModelSpec(name="tiny", architecture="qwen3-moe", tokenizer="qwen3", chat_template="qwen3",
+                      max_context=4096, config={"hidden_size": 32, "num_hidden_layers": 2, "num_experts": 4,
+                                                "num_experts_per_tok": 2, "output_vocab": 1024})
+    policy = HFInference(model, HFInferenceOptions(device="cpu"), seed=0)
+    scripted = ScriptedInference(ScriptedInferenceOptions.model_validate({"turns": TURNS}), policy)
+    prompts = [list(range(100, 100 + n)) for n in (300, 900, 40, 1500, 700, 20, 1100, 60)]
+    with ThreadPoolExecutor(4) as pool:
+        generations = list(pool.map(lambda p: scripted.generate(p, Sampling(max_tokens=96)), prompts))
+    for prompt, generation in zip(prompts, generations, strict=True):
+        assert len(generation.prompt_routing) == len(prompt)
+        assert len(generation.routing) == len(generation.completion_ids) > 0

@@ -47,6 +47,8 @@ class ScriptedInference:
         self.policy = policy
         self.calls = 0
         self._lock = threading.Lock()
+        self._scoring = threading.Lock()
+        """One scoring pass at a time: each pass's routing hooks see every forward of the model."""
         self._vocab: OutputVocab | None = None
 
     @property
@@ -122,7 +124,7 @@ class ScriptedInference:
         where = torch.zeros_like(ids, dtype=torch.bool)
         where[0, len(prompt) :] = True
         recorder = RoutingRecorder(model)
-        with torch.inference_mode(), recorder:
+        with self._scoring, torch.inference_mode(), recorder:
             scored = token_logprobs(
                 model, ids, torch.ones_like(ids), where=where, temperature=temperature, vocab=self._vocab
             )

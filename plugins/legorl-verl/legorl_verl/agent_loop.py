@@ -118,7 +118,7 @@ def trial_info(result: TrialResult, stats: dict[str, int], failed: list[TrialRes
         "legorl_reward": float(result.reward),
         "legorl_calls": int(result.calls),
         "legorl_versions": ",".join(str(version) for version, _ in result.call_versions),
-        "legorl_retried": " | ".join(f"{r.termination.value}: {r.reason[:300]}" for r in failed),
+        "legorl_retried": " | ".join(f"{r.termination.value}: {r.reason[-400:]}" for r in failed),
         "legorl_trained_tokens": int(stats.get("trained_tokens", 0)),
         "legorl_segments": int(stats.get("segments", 0)),
     }
