@@ -324,3 +324,49 @@ def test_failed_trials_reach_verl_masked_or_with_reward_zero(tmp_path: Path, ter
     info = out.extra_fields["reward_extra_info"]
     assert (info["legorl_attribution"], info["legorl_termination"]) == (attribution, termination)
     assert info["legorl_trained_tokens"] == trained and info["legorl_retried"] == ""
+
+
+CORRECTIONS = [
+    {"is_threshold": [0.6, 2.0]},
+    {"is_level": "sequence", "is_threshold": 1.2},
+    {"is_threshold": 2.0, "reject": [{"mode": "token_k1", "low": 0.01, "high": 2.0}]},
+    {"reject": [{"mode": "seq_mean_k1", "low": 0.95, "high": 1.05}, {"mode": "seq_sum_k1", "low": 0.5, "high": 1.2}]},
+]
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS, ids=["icepop", "sequence-tis", "token-mis", "geo-mean-and-seq-mis"])
+def test_rollout_correction_maps_to_verls_keys_with_the_same_weights(correction: dict, tmp_path: Path) -> None:
+    """verl's own rollout-correction functions, given the translated keys, weigh a constructed
+    batch as the embedded objective does (verl's k1 bounds pi_rollout / pi_train: inverted)."""
+    import torch
+    from legorl_embedded.batch import PolicyBatch
+    from legorl_embedded.correction import correct
+    from legorl_embedded.correction_options import RolloutCorrection
+    from verl.trainer.ppo.rollout_corr_helper import (
+        compute_rollout_correction_weights,
+        compute_rollout_rejection_mask,
+    )
+
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART)
+    spec.optimizer.options = {**spec.optimizer.options, "correction": correction}
+    rc = resolved(verl_config(spec, tmp_path))["algorithm"]["rollout_correction"]
+    log_ratio = torch.tensor([[3.0, 0.5, 1.0], [1.1, 0.9, 1.0]]).log()
+    mask = torch.ones(2, 3)
+    ours = correct(
+        PolicyBatch(logprobs=torch.zeros(2, 3), inference_logprobs=-log_ratio, mask=mask, advantages=torch.ones(2),
+                    seq_tokens=mask.sum(1), token_total=6.0, seq_total=2.0, old_logprobs=torch.zeros(2, 3)),  # fmt: skip
+        torch.zeros(2, 3), RolloutCorrection.model_validate(correction),
+    ).weight
+    theirs = torch.ones(2, 3)
+    if rc["rollout_is"] is not None:
+        theirs, _ = compute_rollout_correction_weights(log_ratio, mask, rc["rollout_is"], rc["rollout_is_threshold"])
+    if rc["rollout_rs"]:
+        kept, _ = compute_rollout_rejection_mask(log_ratio, mask, rc["rollout_rs"], rc["rollout_rs_threshold"])
+        theirs = theirs * kept
+    assert torch.allclose(ours, theirs, atol=1e-5), (ours, theirs, rc)
+
+
+def test_a_rejection_band_from_zero_has_no_verl_form(tmp_path: Path) -> None:
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART)
+    spec.optimizer.options = {**spec.optimizer.options, "correction": {"reject": [{"mode": "token_k1", "high": 2.0}]}}
+    assert "positive low" in errors_of(spec, tmp_path)["optimizer.options.correction.reject[0].low"]

@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lego_rl.spec.models import Spec
+from legorl_verl.correction import rollout_correction
 from legorl_verl.options import VerlTrainerOptions
 
 AGENT_NAME = "legorl"
@@ -307,13 +308,11 @@ def _objective(name: str, opts: Mapping[str, Any], errors: list[tuple[str, str]]
         errors.append(("optimizer.plugin", f"trainer verl runs grpo, gspo or ppo, not {name!r}"))
         return {}
     kl = float(opts.get("kl_coef", 0.0))
-    tis = opts.get("tis_cap", 2.0)
     values: dict[str, Any] = {
         actor + "use_kl_loss": kl > 0,
         actor + "kl_loss_coef": kl,
         actor + "kl_loss_type": "low_var_kl",
         "algorithm.use_kl_in_reward": False,
-        "algorithm.rollout_correction.rollout_is": None,
     }
     if name == "ppo":
         clip = float(opts.get("clip", 0.2))
@@ -341,10 +340,7 @@ def _objective(name: str, opts: Mapping[str, Any], errors: list[tuple[str, str]]
             actor + "loss_agg_mode": "seq-mean-token-mean" if gspo else opts.get("aggregation", "token-mean"),
         }
         level = "sequence" if gspo else "token"
-    if tis is not None:
-        values["algorithm.rollout_correction.rollout_is"] = level
-        values["algorithm.rollout_correction.rollout_is_threshold"] = float(tis)
-    return values
+    return values | rollout_correction(opts, level, errors)
 
 
 def _filter(spec: Spec, opts: Mapping[str, Any]) -> dict[str, Any]:
