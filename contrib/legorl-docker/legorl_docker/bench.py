@@ -17,26 +17,19 @@ from __future__ import annotations
 import argparse
 import secrets
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from lego_rl.data import Sampling, Termination
-from lego_rl.engine.trial import TrialRunner, TrialSetup
+from legorl_std.bench_sandbox import percentiles, trial_seconds
+
 from lego_rl.kinds import Task
-from lego_rl.registry import BuildContext, default_registry
+from lego_rl.registry import default_registry
 from lego_rl.testing.contracts.base import ContractEnv
 from legorl_docker.container import Container
 from legorl_docker.options import DockerOptions
 from legorl_docker.plugin import DockerBackend
-
-
-def percentiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return round(statistics.median(ordered) * 1000, 1), round(p99 * 1000, 1)
 
 
 def _task(root: Path, env: ContractEnv) -> Task:
@@ -46,30 +39,6 @@ def _task(root: Path, env: ContractEnv) -> Task:
     shutil.copytree(task.path, copy)
     (copy / "environment" / "app" / "bench.txt").write_text(copy.name)
     return task.model_copy(update={"path": copy, "name": copy.name})
-
-
-def _trial(registry: Any, ctx: BuildContext, sandbox: Any, task: Task, trial_id: str) -> float:
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
-    from legorl_std.scripted_harness import ScriptedHarness
-
-    from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
-    from lego_rl.proxy.server import ProxyServer
-
-    proxy = ProxyServer(ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy")
-    setup = TrialSetup(
-        sandbox=sandbox, harness=ScriptedHarness(["sed -i 's/a - b/a + b/' calc.py"]),
-        verifier=registry.build("verifier", "test-script", None, ctx), proxy=proxy, dialect="openai-chat",
-        model_name="policy", sampling=Sampling(),
-    )  # fmt: skip
-    proxy.start()
-    try:
-        start = time.perf_counter()
-        result = TrialRunner(setup).run(task, trial_id)
-        seconds = time.perf_counter() - start
-    finally:
-        proxy.stop()
-    assert result.termination == Termination.COMPLETED and result.reward == 1.0, result.reason
-    return seconds
 
 
 def main(args: list[str]) -> dict[str, Any]:
@@ -116,8 +85,8 @@ def main(args: list[str]) -> dict[str, Any]:
     for name, samples in (("container_start", starts), ("exec_true", execs), ("seal", seals), ("to_verify", moves), ("stop", stops)):
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = percentiles(samples)
     local = registry.build("sandbox", "local", {"keep": False}, ctx)
-    trials = {"docker": [_trial(registry, ctx, backend, task, f"bench-trial-{i}") for i in range(opts.trials)]}
-    trials["local"] = [_trial(registry, ctx, local, task, f"bench-local-{i}") for i in range(opts.trials)]
+    trials = {"docker": [trial_seconds(registry, ctx, backend, task, f"bench-trial-{i}") for i in range(opts.trials)]}
+    trials["local"] = [trial_seconds(registry, ctx, local, task, f"bench-local-{i}") for i in range(opts.trials)]
     for name, samples in trials.items():
         figures[f"trial_{name}_p50_ms"], figures[f"trial_{name}_p99_ms"] = percentiles(samples)
     figures["trial_overhead_p50_ms"] = round(figures["trial_docker_p50_ms"] - figures["trial_local_p50_ms"], 1)
