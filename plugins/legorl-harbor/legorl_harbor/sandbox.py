@@ -185,7 +185,7 @@ class HarborSandboxBackend:
             EnvironmentFactory.run_preflight(config.type, config.import_path, config.kwargs)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - any provider failure is a finding
             what = config.import_path or (config.type.value if config.type else "?")
-            return [Problem(f"Harbor environment {what} is not usable here: {exc}", "see sandbox.options.environment")]
+            return [Problem(f"Harbor environment {what} is not usable here: {exc}", _fix(what))]
         return []
 
     def start(self, task: Task, trial_id: str) -> HarborSandbox:
@@ -222,3 +222,15 @@ def build(options: HarborSandboxOptions, ctx: BuildContext) -> HarborSandboxBack
 @hookimpl
 def legorl_register_sandbox(register: Any) -> None:
     register("harbor", build, options=HarborSandboxOptions)
+
+
+def _fix(environment: str) -> str:
+    """How to make Harbor's ``environment`` usable: for docker, a daemon its CLI reaches."""
+    if environment == "docker":
+        return (
+            "start a Docker daemon Harbor's docker CLI reaches: the system's, or lego-rl's own without "
+            "a bridge (scripts/dockerd.sh start; export DOCKER_HOST=$(scripts/dockerd.sh host)); "
+            "containers must run with no network: environment.extra_docker_compose "
+            "[contrib/legorl-docker/examples/harbor-no-network.yaml]"
+        )
+    return "see sandbox.options.environment (Harbor's environment config)"
