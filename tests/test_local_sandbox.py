@@ -109,20 +109,16 @@ def test_wait_returns_the_exit_code_or_none_after_the_timeout(pidfd, monkeypatch
     with subprocess.Popen(["sh", "-c", "exit 7"]) as done:
         assert local_sandbox._wait(done, 10) == 7
     with subprocess.Popen(["sleep", "5"]) as slow:
-        start = time.monotonic()
         assert local_sandbox._wait(slow, 0.2) is None
-        assert 0.15 < time.monotonic() - start < 2
+        assert slow.poll() is None  # returned by its timeout: the process still runs
         slow.kill()
 
 
 def test_timeout_kills_the_whole_process_tree(sandbox):
     token = f"{987 + uuid.uuid4().int % 1000}.{os.getpid()}"
-    start = time.monotonic()
     out = sandbox.exec(f"setsid nohup sleep {token} >/dev/null 2>&1 & sleep {token}", timeout=1)
-    assert out.timed_out and out.exit_code == local_sandbox.TIMEOUT_EXIT
-    assert time.monotonic() - start < 5
-    deadline = time.monotonic() + 3
-    while _alive(f"sleep {token}") and time.monotonic() < deadline:
+    assert out.timed_out and out.exit_code == local_sandbox.TIMEOUT_EXIT  # sleep {token} runs ~900 s
+    while _alive(f"sleep {token}"):  # until the kill lands; the per-test timeout bounds it
         time.sleep(0.05)
     assert _alive(f"sleep {token}") == []
 
@@ -130,8 +126,7 @@ def test_timeout_kills_the_whole_process_tree(sandbox):
 def test_no_process_survives_an_exec(sandbox):
     token = f"{876 + uuid.uuid4().int % 1000}.{os.getpid()}"
     assert sandbox.exec(f"sleep {token} & echo started", timeout=30).stdout == "started\n"
-    deadline = time.monotonic() + 3
-    while _alive(f"sleep {token}") and time.monotonic() < deadline:
+    while _alive(f"sleep {token}"):  # until the kill lands; the per-test timeout bounds it
         time.sleep(0.05)
     assert _alive(f"sleep {token}") == []
 

@@ -1,5 +1,5 @@
 """Sandbox contracts: commands run with their exit codes, files go in and out, timeouts stop
-commands promptly, the harness can reach the proxy, and resource limits hold.
+commands (they are not waited for), the harness can reach the proxy, and resource limits hold.
 
 The isolation and red-team contracts live in :mod:`lego_rl.testing.contracts.sandbox_isolation`.
 """
@@ -131,12 +131,15 @@ def transfers_files(backend: Any, env: ContractEnv) -> None:
 
 @contract("sandbox", "timeouts")
 def times_out(backend: Any, env: ContractEnv) -> None:
-    """a command past its timeout is stopped promptly and reported as timed out"""
+    """a command past its timeout is stopped, not waited for, and reported as timed out"""
     with started(backend, env, "contract-timeout") as sandbox:
-        start = time.monotonic()
-        out = sandbox.exec("sleep 30", timeout=1)
+        # what the command prints once its sleep ends shows whether it was stopped or waited for,
+        # whatever the machine's load (no clock is read here)
+        out = sandbox.exec("echo started; sleep 30; echo finished", timeout=1)
         expect(out.timed_out, "a command past its timeout must report timed_out")
-        expect(time.monotonic() - start < 10, "timeout did not stop the command promptly")
+        expect("finished" not in out.stdout, "the timeout did not stop the command: it ran to its end")
+        after = sandbox.exec("echo alive", timeout=30)
+        expect(after.stdout.strip() == "alive", f"the sandbox does not run commands after a timeout: {after}")
         expect(sandbox.exec("echo alive", timeout=30).exit_code == 0, "sandbox unusable after a timeout")
 
 
@@ -164,13 +167,11 @@ def limits(backend: Any, env: ContractEnv) -> None:
 
 def _stops_the_process_tree(sandbox: Sandbox) -> None:
     token = f"legorl-contract-{secrets.token_hex(6)}"
-    command = f"for i in 1 2 3; do (trap '' HUP INT TERM; exec -a {token} sleep 60) & done; sleep 60"
-    start = time.monotonic()
+    command = f"for i in 1 2 3; do (trap '' HUP INT TERM; exec -a {token} sleep 60) & done; sleep 60; echo finished"
     out = sandbox.exec(command, timeout=1)
-    took = time.monotonic() - start
     expect(
-        out.timed_out and took < 10,
-        f"a command with background children, timeout 1 s, took {took:.1f} s: {brief(out)}",
+        out.timed_out and "finished" not in out.stdout,
+        f"a command with background children, timeout 1 s, must be stopped (not waited for): {brief(out)}",
     )
     no_leftovers(token, "a timed-out command (background children ignoring SIGHUP/SIGTERM)")
 
@@ -184,14 +185,12 @@ def _returns_from_output_floods(sandbox: Sandbox) -> None:
         f"a command printing {FLOOD_MB} MB must complete (exit 0, its output or its tail kept); "
         f"got exit {out.exit_code}, timed_out={out.timed_out}, {len(out.stdout)} chars after {took:.1f} s",
     )
-    start = time.monotonic()
-    out = sandbox.exec("while :; do echo legorl-flood; done", timeout=1)
-    took = time.monotonic() - start
+    out = sandbox.exec("while :; do echo legorl-flood; done", timeout=1)  # never ends by itself
     expect(
-        out.timed_out and took < 10,
+        out.timed_out,
         f"a command printing without end, timeout 1 s, must be stopped and reported timed out; "
-        f"timed_out={out.timed_out} after {took:.1f} s (read output to a file or a bounded buffer "
-        "while waiting, not only after the command ends)",
+        f"timed_out={out.timed_out} (read output to a file or a bounded buffer while waiting, not "
+        "only after the command ends)",
     )
 
 

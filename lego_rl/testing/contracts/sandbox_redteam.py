@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import secrets
 import shlex
-import time
 from typing import Any
 
 from lego_rl.kinds import Sandbox, TrialsRoot
@@ -105,13 +104,7 @@ def _attack(sandbox: Sandbox, attack: Any, fill: dict[str, str]) -> None:
             raise ContractError(
                 f"attack {attack.name} needs a placeholder the kit does not fill: {exc}"
             ) from None
-        start = time.monotonic()
-        out = sandbox.exec(f"bash -c {shlex.quote(text)} {token}", timeout=timeout)
-        took = time.monotonic() - start
-        expect(
-            took < timeout + 10,
-            f"attack {attack.name} ({attack.what}): exec returned after {took:.0f} s, timeout {timeout:.0f} s",
-        )
+        out = sandbox.exec(f"bash -c {shlex.quote(text)} {token}", timeout=timeout)  # a hang: the test's timeout
     no_leftovers(token, f"attack {attack.name} ({attack.what})")
     check = sandbox.exec("cat /app/calc.py; echo legorl-alive", timeout=30)
     expect(
