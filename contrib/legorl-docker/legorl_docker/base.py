@@ -13,8 +13,6 @@ file system tarball under ``<cache>/base-<key>.tar`` (built once, ~2 min), the i
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -22,11 +20,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from legorl_docker.cli import Docker, DockerError
+from legorl_docker.daemon import locked
 
 TAG = "legorl/base:bookworm"
 RECIPE = 1
@@ -73,7 +71,7 @@ def ensure(docker: Docker, cache: Path = DEFAULT_CACHE, recipe: Recipe | None = 
     if _label(docker, tag) == recipe.key:
         return Built(tag, recipe.key, "present", time.monotonic() - start)
     cache.mkdir(parents=True, exist_ok=True)
-    with _locked(cache / "base.lock"):
+    with locked(cache / "base.lock"):
         if _label(docker, tag) == recipe.key:  # another process made it meanwhile
             return Built(tag, recipe.key, "present", time.monotonic() - start)
         tarball = cache / f"base-{recipe.key}.tar"
@@ -119,16 +117,6 @@ def _debootstrap(recipe: Recipe, tarball: Path) -> None:
 def _label(docker: Docker, tag: str) -> str:
     done = docker.run("image", "inspect", "--format", '{{index .Config.Labels "legorl.base.key"}}', tag, check=False, timeout=60)
     return done.stdout.decode().strip() if done.returncode == 0 else ""
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,7 +68,7 @@ def start(*, by: str = "manual") -> bool:
     session) is recorded: only a daemon that a test session started is stopped by sessions."""
     _need_root()
     RUN.mkdir(parents=True, exist_ok=True, mode=0o711)
-    with _locked(RUN / ".lock"):
+    with locked(RUN / ".lock"):
         if running():
             return False
         for tool in ("dockerd", "containerd", "runc"):
@@ -106,7 +106,7 @@ def stop() -> bool:
     """Stop the daemon this module started (SIGTERM, then SIGKILL) and unmount its data root;
     True if one was running."""
     _need_root()
-    with _locked(RUN / ".lock"):
+    with locked(RUN / ".lock"):
         pid = _pid()
         was = pid is not None
         if pid is not None:
@@ -222,7 +222,8 @@ def _started_by() -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (created if missing) for the block."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
