@@ -78,6 +78,19 @@ class Task(BaseModel):
         commands = metadata.get("oracle_commands", [metadata["oracle_command"]] if "oracle_command" in metadata else [])
         return [str(c) for c in commands] if isinstance(commands, list) else []
 
+    @property
+    def candidate_commands(self) -> list[str]:
+        """``[metadata] candidate_commands``: fixes the instruction offers, one of them the
+        oracle's (the warm start's checking demonstrations try them); [] if none."""
+        commands = self.config.get("metadata", {}).get("candidate_commands", [])
+        return [str(c) for c in commands] if isinstance(commands, list) else []
+
+    @property
+    def check_command(self) -> str | None:
+        """``[metadata] check_command``: the command that runs the tests the agent may see."""
+        command = self.config.get("metadata", {}).get("check_command")
+        return str(command) if command else None
+
 
 @dataclass
 class ExecResult:

@@ -131,7 +131,7 @@ def test_options_are_validated():
         generate_tasks(1, kinds=["typo"])
     assert BugfixOptions(levels=[3, 1, 1]).levels == [1, 3]
     assert BugfixOptions(kinds=["wrong-return", "off-by-one"]).kinds == ["off-by-one", "wrong-return"]
-    for bad in ({"levels": [4]}, {"kinds": ["typo"]}, {"levels": []}, {"count": 0}, {"sedd": 1}):
+    for bad in ({"levels": [5]}, {"kinds": ["typo"]}, {"levels": []}, {"count": 0}, {"sedd": 1}):
         with pytest.raises(ValidationError):
             BugfixOptions.model_validate(bad)
 

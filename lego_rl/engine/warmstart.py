@@ -7,7 +7,10 @@ kept. With ``describe_share``, each oracle trial's first prompt is also answered
 that only names the fix's commands as text (the harness's first request does not depend on
 the reply, so no trial is needed), weighted so that that share of the first replies describe:
 the warm-started policy then knows the fix but often does not act, and RL has to learn from
-the verifier that running it pays. The proxy records each call's prompt ids (the harness's
+the verifier that running it pays. With ``verify_share``, that share of the demonstrations on
+tasks offering candidate fixes and a check command try a drawn candidate, run the check, and
+correct a wrong one (:func:`demonstration_commands`): the policy knows both ways, and RL
+learns from the verifier that checking pays. The proxy records each call's prompt ids (the harness's
 real requests, rendered by the chat template) and the oracle reply's ids; the trainer plugin's ``supervise`` fits the policy
 to those replies. The checkpoint is cached under ``output_dir/warmstart/<key>``, the key a
 hash of everything that shapes it, so a rerun of the same spec reuses it.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -172,9 +176,11 @@ def record_demonstrations(
     sandbox, verifier = build("sandbox"), build("verifier")
     anticheat = [build(f"anticheat.{i}") for i in range(len(spec.anticheat))]
 
+    verify_share = spec.model.warmstart.verify_share if spec.model.warmstart else 0.0
+
     def one(index: int) -> tuple[TrialResult, list[Demonstration]]:
         task = tasks[index % len(tasks)]
-        turns = harness.conformance_script(task.oracle_commands)
+        turns = harness.conformance_script(demonstration_commands(task, index, verify_share, spec.run.seed))
         inference = registry.build("inference", "scripted", {"turns": turns}, ctx)
         result, calls = scripted_trial(
             harness=harness, sandbox=sandbox, verifier=verifier, inference=inference,
@@ -192,6 +198,20 @@ def record_demonstrations(
     with ThreadPoolExecutor(max_workers=spec.run.concurrency) as pool:
         outcomes = list(pool.map(one, range(count)))
     return [d for _, demos in outcomes for d in demos], [r for r, _ in outcomes]
+
+
+def demonstration_commands(task: Task, index: int, verify_share: float, seed: int = 0) -> list[str]:
+    """The shell commands of demonstration ``index`` on ``task``: the oracle's, or (a
+    ``verify_share`` of the demonstrations, on tasks with candidate fixes and a check command)
+    a drawn candidate, the check, and after a wrong candidate the oracle's and the check again."""
+    check, candidates = task.check_command, task.candidate_commands
+    rng = random.Random(f"warmstart:{seed}:{task.name}:{index}")
+    if not (check and candidates and task.oracle_commands) or rng.random() >= verify_share:
+        return task.oracle_commands
+    first = rng.choice(candidates)
+    if first in task.oracle_commands:
+        return [first, check]
+    return [first, check, *task.oracle_commands, check]
 
 
 def describe_demonstrations(

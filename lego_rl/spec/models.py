@@ -54,6 +54,16 @@ class WarmstartSpec(Strict):
         "nothing. The warm-started policy then knows the fix but often does not act, a common "
         "failure of agents; RL learns from the verifier that running it pays. 0: none.",
     )
+    verify_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of the demonstrations that check their edit, on tasks that name candidate "
+        "fixes and a test command ([metadata] candidate_commands, check_command): they run a drawn "
+        "candidate, then the tests, and on a failure the right candidate and the tests again. The "
+        "rest run the right candidate and stop without testing. RL then learns from the verifier "
+        "that testing and correcting pays. 0: none.",
+    )
 
 
 class ModelSpec(Strict):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lego_rl import hookimpl
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
-from legorl_std.bugfix import BUG_KINDS, LEVELS, BugKind, ensure_tasks
+from legorl_std.bugfix import BUG_KINDS, DEFAULT_LEVELS, LEVELS, BugKind, ensure_tasks
 from legorl_std.harbor_tasks import load_task
 from legorl_std.task_cache import cache_root
 
@@ -27,11 +27,14 @@ class BugfixOptions(BaseModel):
     split: Literal["train", "heldout"] = Field(
         default="train", description="heldout draws identifiers disjoint from train's (generalisation check)."
     )
-    levels: list[Literal[1, 2, 3]] = Field(
-        default_factory=lambda: list(LEVELS),
+    levels: list[Literal[1, 2, 3, 4]] = Field(
+        default_factory=lambda: list(DEFAULT_LEVELS),
         min_length=1,
         description="Difficulty levels, cycled over the tasks: 1 names the wrong token and the sed that "
-        "fixes it, 2 says what the function should return, 3 gives only a failing example.",
+        "fixes it, 2 says what the function should return, 3 gives only a failing example, 4 names the "
+        "line and two candidate fixes that only the visible tests (`python3 /app/run_tests.py`) tell "
+        "apart (kinds with an operator, comparison or integer to vary: wrong-operator, "
+        "wrong-comparison, wrong-constant, off-by-one).",
     )
     kinds: list[BugKind] = Field(
         default_factory=lambda: list(BUG_KINDS), min_length=1, description="Bug kinds, cycled over the tasks."

@@ -3,8 +3,9 @@
 Each task is a tiny module (one or two functions) with exactly one injected bug of a kind
 (wrong operator, off-by-one, wrong constant, swapped arguments, wrong comparison, wrong
 return variable) at level 1 (the instruction names the wrong token and, last, the one `sed`
-command that fixes it), 2 (it says what the function should return) or 3 (only a failing
-example). Tasks are deterministic in
+command that fixes it), 2 (it says what the function should return), 3 (only a failing
+example) or 4 (the line and two candidate fixes, told apart only by the visible tests the
+agent can run; see :mod:`legorl_std.bugfix.candidates`). Tasks are deterministic in
 (seed, split, index); the held-out split draws from identifiers disjoint from train's.
 """
 
@@ -15,10 +16,11 @@ from legorl_std.bugfix.generate import (
     generate_tasks,
 )
 from legorl_std.bugfix.harbor import ensure_tasks, task_files, write_task
-from legorl_std.bugfix.model import BUG_KINDS, LEVELS, SPLITS, BugKind
+from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, BugKind
 
 __all__ = [
     "BUG_KINDS",
+    "DEFAULT_LEVELS",
     "LEVELS",
     "SPLITS",
     "BugKind",

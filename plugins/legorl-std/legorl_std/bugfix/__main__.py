@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from legorl_std.bugfix.generate import generate_tasks
-from legorl_std.bugfix.model import BUG_KINDS, LEVELS, SPLITS
+from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--count", type=int, default=3, help="how many tasks (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=SPLITS, default="train")
-    parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS, default=list(LEVELS))
+    parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS, default=list(DEFAULT_LEVELS))
     parser.add_argument("--kinds", nargs="+", choices=BUG_KINDS, default=list(BUG_KINDS))
     args = parser.parse_args(argv)
     for task in generate_tasks(args.count, args.seed, args.split, args.levels, args.kinds):

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from legorl_std.bugfix.model import BUG_KINDS, LEVELS, SPLITS, Bug, Template
+from legorl_std.bugfix import candidates as level4
+from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, Bug, Template
 from legorl_std.bugfix.templates import TEMPLATES
 
 MAX_ATTEMPTS = 64
@@ -27,6 +28,10 @@ _TOKEN = re.compile(r"\w+|\s+|>=|<=|==|!=|\*\*|//|[^\w\s]")
 
 class GeneratorError(ValueError):
     """A template or an option cannot give a valid task; the message says which."""
+
+
+class NoDecoy(GeneratorError):
+    """A bug site has no level-4 decoy fix (no swappable token that fails a visible case)."""
 
 
 @dataclass(frozen=True)
@@ -49,13 +54,18 @@ class BugfixTask:
     buggy_line: str
     fixed_line: str
     oracle_command: str
+    candidate_commands: tuple[str, ...] = ()
+    """Level 4: the instruction's candidate fixes, in its order (one is the oracle)."""
+    check_command: str = ""
+    """Level 4: the command that runs the visible tests (``/app/run_tests.py``)."""
+    visible_tests_source: str = ""
 
 
 def generate_tasks(
     count: int,
     seed: int = 0,
     split: str = "train",
-    levels: Sequence[int] = LEVELS,
+    levels: Sequence[int] = DEFAULT_LEVELS,
     kinds: Sequence[str] = BUG_KINDS,
 ) -> list[BugfixTask]:
     """Tasks 0..count-1; task i depends only on (seed, split, levels, kinds, i).
@@ -79,18 +89,29 @@ def generate_task(
     seed: int,
     split: str,
     index: int,
-    levels: Sequence[int] = LEVELS,
+    levels: Sequence[int] = DEFAULT_LEVELS,
     kinds: Sequence[str] = BUG_KINDS,
     attempt: int = 0,
 ) -> BugfixTask:
-    """Level and kind cycle with the index (every pair appears); the rest is drawn."""
+    """Level and kind cycle with the index (every pair appears); the rest is drawn.
+
+    At level 4 a bug site with no decoy (see :mod:`legorl_std.bugfix.candidates`) is passed
+    over for the next drawn one of the kind."""
     _check(split, levels, kinds)
     level = levels[index % len(levels)]
     kind = kinds[(index // len(levels)) % len(kinds)]
     rng = random.Random(f"bugfix:{seed}:{split}:{index}:{attempt}")
-    template, bug = rng.choice([(t, b) for t in TEMPLATES for b in t.bugs if b.kind == kind])
-    names = draw_names(template, split, rng)
-    return build_task(template, bug, names, level, rng, seed=seed, split=split, index=index)
+    sites = [(t, b) for t in TEMPLATES for b in t.bugs if b.kind == kind]
+    if level != 4:
+        template, bug = rng.choice(sites)
+        return build_task(template, bug, draw_names(template, split, rng), level, rng, seed=seed, split=split, index=index)
+    rng.shuffle(sites)
+    for template, bug in sites:
+        try:
+            return build_task(template, bug, draw_names(template, split, rng), level, rng, seed=seed, split=split, index=index)
+        except NoDecoy:
+            continue
+    raise GeneratorError(f"bug kind {kind!r} has no site with a decoy fix, so it cannot make level-4 tasks")
 
 
 def draw_names(template: Template, split: str, rng: random.Random) -> dict[str, str]:
@@ -117,7 +138,7 @@ def build_task(
     index: int = 0,
 ) -> BugfixTask:
     """Render one (template, bug, names, level) and check it fails as intended."""
-    functions = _kept(template, bug.call) if level == 1 else list(template.functions)
+    functions = _kept(template, bug.call) if level in (1, 4) else list(template.functions)
     fixed_source = f'"""{template.doc}"""\n\n\n' + "\n\n".join(f.code.format(**names) for f in functions)
     fixed_frag, buggy_frag = bug.fixed.format(**names), bug.buggy.format(**names)
     if fixed_source.count(fixed_frag) != 1:
@@ -145,17 +166,33 @@ def build_task(
          if _apply_sed(buggy_source, old, new) == fixed_source),
         None,
     )  # fmt: skip
-    if expression is None:
+    if expression is None and level != 4:
         raise GeneratorError(f"template {template.doc!r}, bug {bug}: the oracle sed is ambiguous")
 
-    oracle = oracle_command(expression)
+    oracle = oracle_command(expression) if expression is not None else ""
     fn, args = cases[example]
     call = f"{fn}({', '.join(map(repr, args))})"
     got = _outcome(broken, fn, args)
     wrong = f"raises `{got[1]}`" if isinstance(got, tuple) and got[:1] == ("raises",) else f"returns `{got!r}`"
     first = f"In `/app/{module}.py`, `{call}` {wrong} instead of `{expected[example]!r}`."
+    choice = None
+    if level == 4:
+        visible = [(i, args) for i, (f, args) in enumerate(cases) if f == function]
+        choice = level4.draw_candidates(
+            rng=rng, module=module, function=function, buggy_source=buggy_source,
+            fixed_source=fixed_source, line_number=line_number,
+            cases=[args for _, args in visible], expected=[expected[i] for i, _ in visible],
+            fails=lambda source, args: not _same(
+                _outcome(_load(source), function, args), _outcome(correct, function, args)
+            ),
+        )  # fmt: skip
+        if choice is None:
+            raise NoDecoy(f"template {template.doc!r}, bug {bug}: no decoy fix fails a visible case")
+        oracle = choice.commands[choice.correct]
     if level == 1:
         hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`; `{oracle}` fixes it."
+    elif choice is not None:
+        hint = level4.instruction_hint(choice, line_number, buggy_line)
     elif level == 2:
         purpose = template.function(bug.call).purpose.format(**names)
         hint = f"Fix `{function}` so that it returns {purpose}."
@@ -178,6 +215,9 @@ def build_task(
         buggy_line=buggy_line,
         fixed_line=fixed_line,
         oracle_command=oracle,
+        candidate_commands=choice.commands if choice else (),
+        check_command=level4.CHECK_COMMAND if choice else "",
+        visible_tests_source=choice.tests_source if choice else "",
     )
 
 

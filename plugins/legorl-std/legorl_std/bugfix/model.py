@@ -16,8 +16,10 @@ BUG_KINDS: tuple[BugKind, ...] = (
     "wrong-comparison",
     "wrong-return",
 )
-Level = Literal[1, 2, 3]
-LEVELS: tuple[Level, ...] = (1, 2, 3)
+Level = Literal[1, 2, 3, 4]
+LEVELS: tuple[Level, ...] = (1, 2, 3, 4)
+DEFAULT_LEVELS: tuple[Level, ...] = (1, 2, 3)
+"""Level 4 (candidate fixes told apart by the tests) is asked for by name."""
 SPLITS = ("train", "heldout")
 
 

@@ -1,0 +1,120 @@
+"""Level 4 of the ``bugfix`` source: candidate fixes only the visible tests tell apart.
+
+Every task is checked by running its own files on the host: the untouched module and the
+decoy score 0, the oracle 1, a decoy corrected by the fix 1; the visible tests fail on the bug
+and the decoy and pass on the fix. And the two fixed policies the warm start demonstrates are
+measured on the same tasks: editing without verifying (always the first candidate) against
+verifying and correcting.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from legorl_std.bugfix import GeneratorError, generate_task, generate_tasks, write_task
+from legorl_std.bugfix.candidates import decoy_lines, rewrite_command
+
+from lego_rl.engine.warmstart import demonstration_commands
+from lego_rl.kinds import Task
+
+KINDS = ["wrong-operator", "wrong-comparison", "wrong-constant", "off-by-one"]
+
+
+def run(task_dir: Path, scratch: Path, commands: list[str]) -> tuple[str, list[int]]:
+    """Run ``commands`` in a copy of the task's /app, then its test.sh: (reward, the commands'
+    exit codes)."""
+    app, logs = scratch / "app", scratch / "logs"
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(task_dir / "environment" / "app", app)
+    env = {"PATH": "/usr/bin:/bin", "APP": str(app), "LOGS": str(logs)}
+    codes = [
+        subprocess.run(["bash", "-c", c.replace("/app/", f"{app}/")], env=env, capture_output=True, check=False).returncode
+        for c in commands
+    ]
+    subprocess.run(["bash", str(task_dir / "tests" / "test.sh")], env=env, capture_output=True, check=False)
+    return (logs / "reward.txt").read_text().strip(), codes
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, dict]]:
+    root = tmp_path_factory.mktemp("level4")
+    out = []
+    for split in ("train", "heldout"):
+        for task in generate_tasks(16, seed=2, split=split, levels=[4], kinds=KINDS):
+            write_task(task, root / task.name)
+            out.append((root / task.name, tomllib.loads((root / task.name / "task.toml").read_text())["metadata"]))
+    return out
+
+
+def test_every_task_oracle_1_no_op_0_decoy_0_corrected_1(tasks: list[tuple[Path, dict]], tmp_path: Path):
+    for path, meta in tasks:
+        check, oracle = meta["check_command"], meta["oracle_command"]
+        (decoy,) = [c for c in meta["candidate_commands"] if c != oracle]
+        assert oracle in meta["candidate_commands"] and len(meta["candidate_commands"]) == 2
+        assert run(path, tmp_path, [check]) == ("0", [1]), f"{path.name}: no-op must fail, tests too"
+        assert run(path, tmp_path, [oracle, check]) == ("1", [0, 0]), f"{path.name}: oracle"
+        assert run(path, tmp_path, [decoy, check]) == ("0", [0, 1]), f"{path.name}: the decoy must fail"
+        assert run(path, tmp_path, [decoy, check, oracle, check]) == ("1", [0, 1, 0, 0]), path.name
+
+
+def test_verifying_pays_against_the_best_fixed_guess(tasks: list[tuple[Path, dict]], tmp_path: Path):
+    """Editing without verifying succeeds as often as its guess (first or second candidate);
+    trying the first, running the tests and correcting on a failure always succeeds."""
+    rates = {}
+    for policy in ("first", "second", "verify"):
+        rewards = []
+        for path, meta in tasks:
+            first, second = meta["candidate_commands"]
+            check = meta["check_command"]
+            if policy == "verify":
+                reward, codes = run(path, tmp_path, [first, check])
+                if codes[-1] != 0:
+                    reward, _ = run(path, tmp_path, [first, check, second, check])
+            else:
+                reward, _ = run(path, tmp_path, [first if policy == "first" else second])
+            rewards.append(reward == "1")
+        rates[policy] = sum(rewards) / len(rewards)
+    assert rates["verify"] == 1.0
+    assert 0.2 <= rates["first"] <= 0.8 and rates["first"] + rates["second"] == 1.0, rates
+
+
+def test_instruction_names_the_line_the_candidates_and_the_check():
+    task = generate_task(4, "heldout", 1, levels=[4], kinds=KINDS)
+    assert f"line {task.line_number}, `{task.buggy_line}`" in task.instruction
+    assert all(f"`{c}`" in task.instruction for c in task.candidate_commands)
+    assert f"`{task.check_command}` runs the tests." in task.instruction
+    assert task.fixed_line not in task.instruction.replace(task.oracle_command, "")
+
+
+def test_rewrites_keep_indentation_and_escape_what_sed_reads(tmp_path: Path):
+    target = tmp_path / "app"
+    target.mkdir()
+    (target / "m.py").write_text("a\n    b\n")
+    for line in ("    return x | y & 1", "    return a / b  # /|#@%", "    s = '\\\\' + 'it'"):
+        command = rewrite_command(2, line, "m").replace("/app/", f"{target}/")
+        subprocess.run(["bash", "-c", command], check=True)
+        assert (target / "m.py").read_text() == f"a\n{line}\n", command
+    assert set(decoy_lines("    return a < b", "    return a > b")) == {"    return a <= b", "    return a >= b", "    return a == b", "    return a != b"}
+    assert decoy_lines("x = 2 * y", "x = 4 * y") == ["x = 3 * y", "x = 1 * y"]
+    assert decoy_lines("return f(a, b)", "return f(b, a)") == []
+
+
+def test_kinds_without_a_decoy_are_refused_by_name():
+    with pytest.raises(GeneratorError, match="'wrong-return' has no site with a decoy"):
+        generate_tasks(2, levels=[4], kinds=["wrong-return"])
+
+
+def test_warm_start_demonstrations_check_a_share_and_correct_wrong_guesses(tasks: list[tuple[Path, dict]]):
+    path, meta = tasks[0]
+    task = Task(name=path.name, path=path, instruction="", config={"metadata": meta})
+    check, oracle = meta["check_command"], meta["oracle_command"]
+    drawn = [demonstration_commands(task, i, 0.25) for i in range(400)]
+    checking = [d for d in drawn if check in d]
+    assert 0.18 <= len(checking) / len(drawn) <= 0.32
+    assert all(d == [oracle] for d in drawn if check not in d)
+    assert {tuple(d) for d in checking} == {(oracle, check), (*[c for c in meta["candidate_commands"] if c != oracle], check, oracle, check)}
+    assert all(demonstration_commands(task, i, 0.0) == [oracle] for i in range(20))
