@@ -112,7 +112,7 @@ def test_codex_vocabulary_reads_exec_command_and_apply_patch() -> None:
     got = trial_behaviour(calls, "codex")
     assert got == {
         "tool_calls": 3, "edited": True, "files_before_edit": 1,
-        "verified_after_edit": True, "tests_after_change": True,
+        "verified_after_edit": True, "tests_after_change": True, "failed_test_run": None, "reward": None,
     }  # fmt: skip
 
 
@@ -168,3 +168,32 @@ def test_claude_code_and_codex_transcripts_as_their_plugins_render_them() -> Non
     ]
     got = trial_behaviour(calls, "codex")
     assert got["files_before_edit"] == 1 and got["tests_after_change"] is True
+
+
+def test_codex_command_events_give_exit_codes_and_the_correction_rate() -> None:
+    """Codex's own command events (``/bin/bash -lc '...'``, its exit_code) as the plugin lists
+    them: a wrong edit, a failed test run, the other edit, a passing run; the step's correction
+    rate is the share rewarded of the trials that saw a test run fail."""
+    from legorl_codex.outcome import tool_calls as codex_tool_calls
+
+    def item(command: str, code: int) -> dict:
+        return {"type": "command_execution", "command": f"/bin/bash -lc '{command}'", "exit_code": code}
+
+    corrected = codex_tool_calls([
+        item("sed -i \"7s|.*|    return a - b|\" /app/calc.py", 0),
+        item("python3 /app/run_tests.py", 1),
+        item("sed -i \"7s|.*|    return a + b|\" /app/calc.py", 0),
+        item("python3 /app/run_tests.py", 0),
+    ])  # fmt: skip
+    blind = codex_tool_calls([item("sed -i \"7s|.*|    return a - b|\" /app/calc.py", 0)])
+    gave_up = codex_tool_calls([item("sed -i \"7s|.*|    return a - b|\" /app/calc.py", 0), item("python3 /app/run_tests.py", 1)])
+    trials = [
+        trial_behaviour(tool_calls({"harness": {"tool_calls": calls}}), "codex", reward)
+        for calls, reward in ((corrected, 1.0), (blind, 0.0), (gave_up, 0.0))
+    ]
+    assert [t["verified_after_edit"] for t in trials] == [True, False, True]
+    assert [t["tests_after_change"] for t in trials] == [True, False, True]
+    assert [t["failed_test_run"] for t in trials] == [True, None, True]
+    step = step_behaviour(trials)
+    assert step["correction_rate"] == 0.5 and step["verified_after_edit"] == pytest.approx(2 / 3)
+    assert step_behaviour(trials[1:2])["correction_rate"] is None

@@ -53,7 +53,7 @@ def trial(store: RunStore, trial_id: str, step: int, group: str, phases: dict[st
     store.emit(Event("trial_end", {"result": result}, T0 + step * 10 + 9))
 
 
-def evaluation(store: RunStore, label: str, version: int, success: float, edit: float) -> None:
+def evaluation(store: RunStore, label: str, version: int, success: float, edit: float, verified: float = 0.5) -> None:
     for i in range(2):  # held-out trials: slow verifier, never a training step's
         trial(store, f"eval-{label}-{i}", version, f"eval-{label}", {"verify": 100.0},
               termination=Termination.MAX_TURNS)  # fmt: skip
@@ -61,7 +61,7 @@ def evaluation(store: RunStore, label: str, version: int, success: float, edit: 
         "label": label, "policy_version": version, "samples": 8, "scored": 8,
         "infrastructure_failures": 0, "success": success,
         "terminations": {"completed": 6, "max_turns": 2}, "per_task": {"t": success},
-        "behaviour": {"trials": 8, "edit_share": edit, "verified_after_edit": 0.5,
+        "behaviour": {"trials": 8, "edit_share": edit, "verified_after_edit": verified,
                       "tests_after_change": 0.25, "files_before_edit": 1.5},
         "seconds": 30.0, "constant_baseline": 0.375,
     }  # fmt: skip
@@ -84,7 +84,7 @@ def make_run(run_dir: Path, steps: int = 12, evaluations: bool = True) -> Path:
         }  # fmt: skip
         store.emit(Event("step", metrics, T0 + step * 10 + 10))
     if evaluations:
-        evaluation(store, "after", steps, 0.625, 0.75)
+        evaluation(store, "after", steps, 0.625, 0.75, verified=0.875)
     store.emit(Event("run_end", {"status": "ok"}, T0 + 600))
     store.close()
     return run_dir
@@ -118,6 +118,8 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     assert r["heldout_gain"] == pytest.approx(0.375)
     assert r["heldout"]["after"]["policy_version"] == 12
     assert r["behaviour"]["before"]["edit_share"] == 0.5 and r["behaviour"]["after"]["edit_share"] == 0.75
+    assert r["verified_after_edit_gain"] == pytest.approx(0.375) and r["tests_after_change_gain"] == 0.0
+    assert r["curve"]["verified_after_edit"] == [None] * 12  # the synthetic trials call no tool
     assert r["minutes"] == pytest.approx(10.0)
     assert r["informative_share"] == pytest.approx(sum(s % 3 for s in range(12)) / 48)
     assert r["curve"]["informative_share"][:3] == [0.0, 0.25, 0.5]

@@ -25,7 +25,8 @@ from lego_rl.observe.report import SPLIT, read_report, write_report
 FIGURES = (
     "reward_first10", "reward_last10", "gain", "reward_trained_first10", "reward_trained_last10",
     "gain_trained", "heldout_before", "heldout_after",
-    "heldout_gain", "heldout_baseline", "informative_share", "minutes", "run_minutes", *SPLIT,
+    "heldout_gain", "heldout_baseline", "verified_after_edit_gain", "tests_after_change_gain",
+    "informative_share", "minutes", "run_minutes", *SPLIT,
 )  # fmt: skip
 """Per-seed figures; each is averaged over the seeds that report it. ``minutes`` is the whole
 ``legorl apply`` (set-up, warm start, evaluations, training); ``run_minutes`` the run alone

@@ -76,7 +76,7 @@ def summarize(results: list[TrialResult], harness: str) -> dict[str, Any]:
     """Success rate over the trials the policy is answerable for, and what ended them."""
     infrastructure = [r for r in results if r.attribution == Attribution.INFRASTRUCTURE]
     scored = [r for r in results if r.attribution != Attribution.INFRASTRUCTURE]
-    behaviour = [trial_behaviour(tool_calls(r.model_dump(mode="json"), (), harness), harness) for r in scored]
+    behaviour = [trial_behaviour(tool_calls(r.model_dump(mode="json"), (), harness), harness, r.reward) for r in scored]
     return {
         "samples": len(results),
         "scored": len(scored),

@@ -9,6 +9,8 @@ Three measures, computed from each trial's tool calls in order:
   edit (over the whole trial when it never edits). Mean over trials that made tool calls.
 - ``tests_after_change``: the trial ran the test suite after its first file change. Share of
   the trials that edited something.
+- ``correction_rate``: of the trials that saw a test run fail (its exit status, where the
+  harness reports one), the share the verifier rewarded.
 
 Tool calls come from ``TrialResult.harness["tool_calls"]`` (a list of ``{"name",
 "arguments"}``, the contract for harness plugins that know them), else from the proxy's call
@@ -52,6 +54,8 @@ from lego_rl.observe.shell import (
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+    exit_code: int | None = None
+    """The command's exit status, where the harness reports it (Codex's events do)."""
 
 
 def _shell(key: str) -> Callable[[dict[str, Any]], list[Action]]:
@@ -133,7 +137,12 @@ def _from_listed(call: dict[str, Any]) -> ToolCall:
             args = json.loads(args)
         except ValueError:
             args = {"input": args}
-    return ToolCall(str(function.get("name", "")), args if isinstance(args, dict) else {})
+    code = call.get("exit_code")
+    return ToolCall(
+        str(function.get("name", "")),
+        args if isinstance(args, dict) else {},
+        code if isinstance(code, int) and not isinstance(code, bool) else None,
+    )
 
 
 BLOCK = re.compile(r"\n\n(?=\[|\$ )")
@@ -178,18 +187,28 @@ def _bash(lines: list[str]) -> ToolCall:
 
 
 def actions(calls: list[ToolCall], harness: str) -> list[Action]:
+    return [action for _, action in call_actions(calls, harness)]
+
+
+def call_actions(calls: list[ToolCall], harness: str) -> list[tuple[ToolCall, Action]]:
+    """Each call's actions in order, beside the call they came from."""
     vocabulary = VOCABULARIES.get(harness, ANY_HARNESS)
-    out: list[Action] = []
+    out: list[tuple[ToolCall, Action]] = []
     for call in calls:
         to_actions = vocabulary.get(call.name) or ANY_HARNESS.get(call.name)
         if to_actions is not None:
-            out.extend(to_actions(call.arguments))
+            out.extend((call, action) for action in to_actions(call.arguments))
     return out
 
 
-def trial_behaviour(calls: list[ToolCall], harness: str) -> dict[str, Any]:
-    """The three measures of one trial (None where a measure does not apply)."""
-    acts = actions(calls, harness)
+def trial_behaviour(calls: list[ToolCall], harness: str, reward: float | None = None) -> dict[str, Any]:
+    """The measures of one trial (None where a measure does not apply).
+
+    ``failed_test_run``: a test run's exit status was known and not 0 (None when no test
+    run's status is known); with ``reward`` it gives the correction rate of the step."""
+    paired = call_actions(calls, harness)
+    acts = [action for _, action in paired]
+    statuses = [call.exit_code for call, action in paired if action.kind == TEST and call.exit_code is not None]
     edits = [i for i, a in enumerate(acts) if a.kind == EDIT]
     first = edits[0] if edits else len(acts)
     inspected = {f for a in acts[:first] if a.kind == INSPECT for f in a.files}
@@ -199,6 +218,8 @@ def trial_behaviour(calls: list[ToolCall], harness: str) -> dict[str, Any]:
         "files_before_edit": len(inspected) if calls else None,
         "verified_after_edit": None,
         "tests_after_change": None,
+        "failed_test_run": any(code != 0 for code in statuses) if statuses else None,
+        "reward": reward,
     }
     if edits:
         edited = sorted({f for i in edits for f in acts[i].files})
@@ -212,8 +233,10 @@ def trial_behaviour(calls: list[ToolCall], harness: str) -> dict[str, Any]:
 
 
 def step_behaviour(per_trial: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Aggregate of the trials of one step: shares over editing trials, mean files."""
+    """Aggregate of the trials of one step: shares over editing trials, mean files, and the
+    correction rate (the share rewarded of the trials that saw a test run fail)."""
     editing = [t for t in per_trial if t["edited"]]
+    corrected = [t.get("reward") == 1.0 for t in per_trial if t.get("failed_test_run") and t.get("reward") is not None]
     with_calls = [t for t in per_trial if t["files_before_edit"] is not None]
 
     def share(key: str) -> float | None:
@@ -229,4 +252,5 @@ def step_behaviour(per_trial: list[dict[str, Any]]) -> dict[str, float | None]:
             if with_calls
             else None
         ),
+        "correction_rate": sum(corrected) / len(corrected) if corrected else None,
     }

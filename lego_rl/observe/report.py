@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lego_rl.data import Termination, attribute
+from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
 from lego_rl.observe.metric_groups import metric_keys
 from lego_rl.observe.reader import RunReader, is_run_dir
 from lego_rl.observe.store import EVAL_GROUP_PREFIX
@@ -53,8 +54,11 @@ HELDOUT_FIELDS = (
 HEADLINE = (
     "reward_first10", "reward_last10", "gain", "reward_trained_first10", "reward_trained_last10",
     "gain_trained", "heldout_before", "heldout_after",
-    "heldout_gain", "informative_share", "minutes", "steps",
+    "heldout_gain", "verified_after_edit_gain", "tests_after_change_gain", "informative_share",
+    "minutes", "steps",
 )  # fmt: skip
+BEHAVIOUR_GAINS = ("verified_after_edit", "tests_after_change")
+"""Held-out behaviour measures whose change over training the report states (``*_gain``)."""
 
 
 def is_evaluation(trial: dict[str, Any]) -> bool:
@@ -119,6 +123,12 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "heldout_after": heldout_after,
         "heldout_gain": _diff(heldout_after, heldout_before),
         "heldout_baseline": _number(after.get("constant_baseline", before.get("constant_baseline"))),
+        **{
+            f"{key}_gain": _diff(
+                _number((after.get("behaviour") or {}).get(key)), _number((before.get("behaviour") or {}).get(key))
+            )
+            for key in BEHAVIOUR_GAINS
+        },
         "informative_share": (
             sum(s.get("informative_groups") or 0 for s in steps) / groups if groups else None
         ),
@@ -131,6 +141,7 @@ def build_report(run_dir: Path) -> dict[str, Any]:
                 (s.get("informative_groups") or 0) / s["groups"] if s.get("groups") else None
                 for s in steps
             ],
+            **behaviour_curve(steps, trials, str(info.get("harness") or "")),
         },
         "heldout": {
             label: {k: e.get(k) for k in HELDOUT_FIELDS} for label, e in evaluations.items()
@@ -189,6 +200,19 @@ def drawn_rewards(steps: list[dict[str, Any]], trials: list[dict[str, Any]]) -> 
             drawn[int(t["step"])].append(reward)
     numbers = [int(s.get("step", i)) for i, s in enumerate(steps)]
     return [sum(drawn[n]) / len(drawn[n]) if drawn[n] else None for n in numbers]
+
+
+def behaviour_curve(
+    steps: list[dict[str, Any]], trials: list[dict[str, Any]], harness: str
+) -> dict[str, list[float | None]]:
+    """Per step, the :data:`BEHAVIOUR_GAINS` measures of every training trial drawn for it
+    (from the tool calls the harness listed, else its transcript)."""
+    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for t in trials:
+        if t.get("step") is not None:
+            by_step[int(t["step"])].append(trial_behaviour(tool_calls(t, (), harness), harness, _number(t.get("reward"))))
+    rows = [step_behaviour(by_step[int(s.get("step", i))]) for i, s in enumerate(steps)]
+    return {key: [row.get(key) for row in rows] for key in BEHAVIOUR_GAINS}
 
 
 def consistency(steps: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:

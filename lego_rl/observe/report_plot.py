@@ -1,4 +1,5 @@
-"""The report's figure: reward per step with its moving mean and the held-out success before
+"""The report's figure: reward per step with its moving mean, the behaviour measures per step
+(verification after the last edit, tests after a change) and the held-out success before
 and after training (top), and where each step's wall time went (bottom).
 
 The x axis is the policy version that sampled: step n's rollouts come from version n, the
@@ -45,6 +46,12 @@ def _rewards(ax: Any, curve: dict[str, list[Any]], report: dict[str, Any]) -> No
     if curve.get("reward_trained"):
         ax.plot(steps, _nan(curve["reward_trained"]), "x:", color="#e17055", ms=3, lw=1,
                 label="reward of the batch trained on")  # fmt: skip
+    for key, label, color in (
+        ("verified_after_edit", "verified after the last edit (share of editing trials)", "#6c5ce7"),
+        ("tests_after_change", "tests run after a change", "#00cec9"),
+    ):
+        if any(v is not None for v in curve.get(key) or []):
+            ax.plot(steps, _nan(curve[key]), "--", color=color, lw=1.2, label=label)
     for label, marker, color in (("before", "s", "#d63031"), ("after", "D", "#00b894")):
         held = report["heldout"].get(label) or {}
         if held.get("success") is None:

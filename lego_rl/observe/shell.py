@@ -17,11 +17,13 @@ INSPECT, EDIT, TEST, RUN, OTHER = "inspect", "edit", "test", "run", "other"
 TEST_COMMAND = re.compile(
     r"(^|[\s/])(pytest|py\.test|tox|nox|ctest)(\s|$)"
     r"|python[0-9.]*\s+-m\s+(pytest|unittest)"
+    r"|python[0-9.]*\s+(\S*/)?(test_\w+|\w+_tests?|tests?)\.py(\s|$)"
     r"|\bmake\s+(test|check)\b|\b(npm|yarn|pnpm)\s+(run\s+)?test\b"
     r"|\b(go|cargo|mvn|gradle)\s+test\b"
     r"|(^|[\s/])(tests?/\S*\.sh|test\.sh|run_tests\S*)(\s|$)"
 )
-"""A command that runs a test suite: test runners, ``make test``, a tests/*.sh script."""
+"""A command that runs a test suite: test runners, ``make test``, a tests/*.sh script, a
+Python test script (``python3 run_tests.py``, ``python test_parser.py``)."""
 
 READERS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat", "view", "wc", "od", "xxd"})
 """Commands whose file arguments are read."""

@@ -141,7 +141,7 @@ class RunView:
             for t in missing:
                 records = [{"tool_calls": from_proxy.get(t["trial_id"], [])}]
                 self._behaviour[t["trial_id"]] = trial_behaviour(
-                    tool_calls(t, records, harness), harness
+                    tool_calls(t, records, harness), harness, t.get("reward")
                 )
         return self._behaviour
 
@@ -165,7 +165,7 @@ class RunView:
                 }
                 for c in calls
             ],
-            "behaviour": trial_behaviour(calls, harness),
+            "behaviour": trial_behaviour(calls, harness, trial.get("reward")),
         }
 
 

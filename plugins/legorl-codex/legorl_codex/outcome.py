@@ -23,6 +23,7 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
     details: dict[str, Any] = {
         "turns": len(ends),
         "commands": sum(1 for i in items if i.get("type") == "command_execution"),
+        "tool_calls": tool_calls(items),
     }
     thread = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"), None)
     if thread:
@@ -37,6 +38,20 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
         return result(kit.api_failure(message), f"model API error: {message}")
     what = f"Codex exited with code {execution.exit_code} before its turn ended"
     return result(Termination.HARNESS_CRASH, kit.crash_reason(what, execution))
+
+
+def tool_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's commands and patches in order, as the behaviour analytics read them
+    (``{"name", "arguments", "exit_code"}``; a command's exit status as Codex reported it)."""
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        if item.get("type") == "command_execution":
+            code = item.get("exit_code")
+            calls.append({"name": "exec_command", "arguments": {"cmd": str(item.get("command", ""))},
+                          "exit_code": code if isinstance(code, int) else None})  # fmt: skip
+        elif item.get("type") == "file_change":
+            calls.append({"name": "file_change", "arguments": {"changes": item.get("changes", [])}})
+    return calls
 
 
 def render_transcript(events: list[dict[str, Any]]) -> str:
