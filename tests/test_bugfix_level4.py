@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from legorl_std.bugfix import GeneratorError, generate_task, generate_tasks, write_task
-from legorl_std.bugfix.candidates import decoy_lines, rewrite_command
+from legorl_std.bugfix.candidates import alternatives, apply_rewrite, rewrite_command
 
 from lego_rl.engine.warmstart import demonstration_commands
 from lego_rl.kinds import Task
@@ -87,20 +87,29 @@ def test_instruction_names_the_line_the_candidates_and_the_check():
     assert f"line {task.line_number}, `{task.buggy_line}`" in task.instruction
     assert all(f"`{c}`" in task.instruction for c in task.candidate_commands)
     assert f"`{task.check_command}` runs the tests." in task.instruction
-    assert task.fixed_line not in task.instruction.replace(task.oracle_command, "")
+    assert all(name not in c for c in task.candidate_commands for name in (task.module, task.function))
 
 
-def test_rewrites_keep_indentation_and_escape_what_sed_reads(tmp_path: Path):
+def test_rewrites_match_any_candidate_token_and_escape_what_sed_reads(tmp_path: Path):
+    """Real sed: each rewrite gives its line from the bug's, the fix's and the decoy's token."""
     target = tmp_path / "app"
     target.mkdir()
-    (target / "m.py").write_text("a\n    b\n")
-    for line in ("    return x | y & 1", "    return a / b  # /|#@%", "    s = '\\\\' + 'it'"):
-        command = rewrite_command(2, line, "m").replace("/app/", f"{target}/")
-        subprocess.run(["bash", "-c", command], check=True)
-        assert (target / "m.py").read_text() == f"a\n{line}\n", command
-    assert set(decoy_lines("    return a < b", "    return a > b")) == {"    return a <= b", "    return a >= b", "    return a == b", "    return a != b"}
-    assert decoy_lines("x = 2 * y", "x = 4 * y") == ["x = 3 * y", "x = 1 * y"]
-    assert decoy_lines("return f(a, b)", "return f(b, a)") == []
+    for line, tokens in (
+        ("    return a <= b and c", ["<", "<=", ">="]),
+        ("    return a * 9 / 5 + 32", ["+", "-", "*"]),
+        ("    return [x for x in xs][:10]", ["10", "11", "9"]),
+        ("    return a / b", ["/", "*", "+"]),
+    ):
+        for start in tokens:
+            for goal in tokens:
+                begin = apply_rewrite(line, tokens, start)
+                (target / "m.py").write_text(f"x = 1\n{begin}\n")
+                command = rewrite_command(2, tokens, goal).replace("/app/", f"{target}/")
+                subprocess.run(["bash", "-c", command], check=True)
+                assert (target / "m.py").read_text() == f"x = 1\n{apply_rewrite(line, tokens, goal)}\n", command
+    assert alternatives("<=", "<") == [">=", ">", "==", "!="]
+    assert alternatives("2", "4") == ["3", "1"]
+    assert alternatives("pow", "x") == []
 
 
 def test_kinds_without_a_decoy_are_refused_by_name():

@@ -1,32 +1,35 @@
 """Level 4 of the bug-fix tasks: candidate fixes that only running the tests tells apart.
 
-The instruction names the buggy line and two whole-line rewrites of it, the fix and a decoy
-(the fixed line with another operator, comparison or integer where the bug is), in random order, and the
-command that runs the visible tests (``/app/run_tests.py``: the bugged function's cases; the
-hidden tests that give the reward check every function). Each rewrite replaces the whole
-line, so a second one undoes the first: an agent that tries one, runs the tests and reads
-that they fail can still fix the bug. Editing without verifying succeeds as often as it
-guesses (one in two); verifying and correcting always does.
+The instruction names the buggy line and two one-token rewrites of it, the fix and a decoy
+(another operator, comparison or integer where the bug is), in random order, and the command
+that runs the visible tests (``python3 /app/tests/run_tests.py``: the bugged function's cases;
+the hidden tests that give the reward check every function). Each rewrite matches the bug's
+token, the fix's and the decoy's alike (``sed -E 'Ns/(a|b|c)/x/'``), so a second one undoes
+the first: an agent that tries one, runs the tests and reads that they fail can still fix the
+bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). Editing
+without verifying succeeds as often as it guesses (one in two); verifying and correcting
+always does.
 """
 
 from __future__ import annotations
 
 import random
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-CHECK_COMMAND = "python3 /app/run_tests.py"
+CHECK_COMMAND = "python3 /app/tests/run_tests.py"
 """How the agent runs the visible tests (named in the instruction and the task's metadata)."""
+VISIBLE_TESTS_PATH = "tests/run_tests.py"
+"""Where the visible tests live, relative to /app (outside the ``/app/*.py`` the fixes edit)."""
 
 SWAPS: tuple[tuple[str, ...], ...] = (
     ("<=", ">=", "<", ">", "==", "!="),
-    ("+", "-", "*"),
+    ("+", "-", "*", "/"),
 )
 """Tokens a decoy may put in place of one another (integers move by one or two instead)."""
-_TOKEN = re.compile(r"<=|>=|==|!=|[<>+\-*]|\b\d+\b")
+_ERE_SPECIAL = re.compile(r"([.*+?()|\[\]{}^$\\/])")
 
 
 @dataclass(frozen=True)
@@ -34,88 +37,80 @@ class Candidates:
     """The level-4 parts of a task: the commands in instruction order and the visible tests."""
 
     commands: tuple[str, ...]
-    """Whole-line rewrites of the buggy line; exactly one gives the fixed module."""
+    """One-token rewrites of the buggy line; exactly one gives the fixed module."""
     correct: int
     """Index of the fix in ``commands``."""
     tests_source: str
-    """``/app/run_tests.py``."""
+    """``/app/tests/run_tests.py``."""
 
 
-def decoy_lines(fixed_line: str, buggy_line: str) -> list[str]:
-    """Lines that differ from ``fixed_line`` in one swappable token (see :data:`SWAPS`) where it
-    differs from ``buggy_line``: the fix and the decoy then each change the buggy line at the
-    same place, so neither is told by being the closer one to it."""
-    prefix = 0
-    while prefix < min(len(fixed_line), len(buggy_line)) and fixed_line[prefix] == buggy_line[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < min(len(fixed_line), len(buggy_line)) - prefix and fixed_line[-1 - suffix] == buggy_line[-1 - suffix]:
-        suffix += 1
-    lo, hi = prefix, len(fixed_line) - suffix
-    out = []
-    for match in _TOKEN.finditer(fixed_line):
-        if match.end() <= lo or match.start() >= max(hi, lo + 1):
-            continue  # outside the changed span (an insertion's span is widened to one char)
-        token = match.group()
-        if token.isdigit():
-            others = [str(int(token) + d) for d in (1, -1, 2) if int(token) + d >= 0]
-        else:
-            others = next((list(group) for group in SWAPS if token in group), [])
-        for other in others:
-            line = fixed_line[: match.start()] + other + fixed_line[match.end() :]
-            if other != token and line != buggy_line:
-                out.append(line)
-    return out
+def alternatives(token: str, bug: str) -> list[str]:
+    """Decoy tokens for the fix ``token`` (not the bug's): swaps of its kind, integers +-1, +2."""
+    if token.isdigit():
+        others = [str(int(token) + d) for d in (1, -1, 2) if int(token) + d >= 0]
+    else:
+        others = next((list(group) for group in SWAPS if token in group), [])
+    return [o for o in others if o not in (token, bug)]
 
 
-def rewrite_command(line_number: int, line: str, module: str) -> str:
-    """``sed -i 'Ns|.*|LINE|' /app/MODULE.py``: line N becomes ``line`` (indentation kept)."""
-    delimiter = next((d for d in "|#/@%" if d not in line), "|")
-    replacement = re.sub(rf"([\\&{re.escape(delimiter)}])", r"\\\1", line)
-    expression = f"{line_number}s{delimiter}.*{delimiter}{replacement}{delimiter}"
-    quoted = f"'{expression}'" if "'" not in expression else shlex.quote(expression)
-    return f"sed -i {quoted} /app/{module}.py"
+def rewrite_command(line_number: int, tokens: list[str], target: str) -> str:
+    """``sed -i -E 'Ns/(a|b|c)/target/' /app/*.py``: on line N, the first of ``tokens`` (the
+    longest first, so ``<=`` is not read as ``<``) becomes ``target``."""
+    group = "|".join(_ERE_SPECIAL.sub(r"\\\1", t) for t in sorted(tokens, key=len, reverse=True))
+    replacement = re.sub(r"([\\&/])", r"\\\1", target)
+    return f"sed -i -E '{line_number}s/({group})/{replacement}/' /app/*.py"
 
 
-def with_line(source: str, line_number: int, line: str) -> str:
-    """``source`` with line ``line_number`` (1-based) replaced: what a rewrite command does."""
-    lines = source.splitlines(keepends=True)
-    lines[line_number - 1] = line + "\n"
-    return "".join(lines)
+def apply_rewrite(line: str, tokens: list[str], target: str) -> str:
+    """What :func:`rewrite_command` does to its line: the first match replaced."""
+    pattern = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
+    return re.sub(f"({pattern})", lambda _: target, line, count=1)
 
 
 def draw_candidates(
     *,
     rng: random.Random,
-    module: str,
-    function: str,
+    bug: str,
+    fix: str,
     buggy_source: str,
     fixed_source: str,
     line_number: int,
+    module: str,
+    function: str,
     cases: list[tuple[Any, ...]],
     expected: list[Any],
     fails: Callable[[str, tuple[Any, ...]], bool],
 ) -> Candidates | None:
-    """The fix and a drawn decoy for one bug, or None when no decoy fails a visible case.
+    """The fix and a drawn decoy for one bug, or None when there is none.
 
-    ``cases`` are the visible cases and ``expected`` the fixed module's answers to them;
-    ``fails(source, args)`` says whether ``function`` of the module ``source`` gets a case
-    wrong. The decoy must fail at least one visible case and differ from the buggy module.
+    ``bug`` and ``fix`` are the differing tokens of the buggy and fixed line; ``cases`` the
+    visible cases and ``expected`` the fixed module's answers; ``fails(source, args)`` says
+    whether ``function`` of module ``source`` gets a case wrong. A decoy must fail a visible
+    case, and each rewrite must give its line from the buggy, the fixed and the decoy line.
     """
-    fixed_full = fixed_source.splitlines()[line_number - 1]
-    buggy_full = buggy_source.splitlines()[line_number - 1]
-    decoys = [
-        line for line in decoy_lines(fixed_full, buggy_full)
-        if (source := with_line(fixed_source, line_number, line)) != buggy_source
-        and any(fails(source, args) for args in cases)
-    ]  # fmt: skip
-    if not decoys:
+    if not bug or not fix:
         return None
-    lines = [fixed_full, rng.choice(decoys)]
-    rng.shuffle(lines)
+    lines = buggy_source.splitlines(keepends=True)
+    buggy_line, fixed_line = lines[line_number - 1], fixed_source.splitlines(keepends=True)[line_number - 1]
+    usable = []
+    for decoy in alternatives(fix, bug):
+        tokens = [bug, fix, decoy]
+        decoy_line = apply_rewrite(fixed_line, tokens, decoy)
+        starts = (buggy_line, fixed_line, decoy_line)
+        if all(apply_rewrite(s, tokens, fix) == fixed_line for s in starts) and all(
+            apply_rewrite(s, tokens, decoy) == decoy_line for s in starts
+        ) and decoy_line not in (buggy_line, fixed_line):
+            source = "".join(lines[: line_number - 1] + [decoy_line] + lines[line_number:])
+            if any(fails(source, args) for args in cases):
+                usable.append((tokens, decoy))
+    if not usable:
+        return None
+    tokens, decoy = rng.choice(usable)
+    targets = [fix, decoy]
+    rng.shuffle(targets)
     return Candidates(
-        commands=tuple(rewrite_command(line_number, line, module) for line in lines),
-        correct=lines.index(fixed_full),
+        commands=tuple(rewrite_command(line_number, tokens, t) for t in targets),
+        correct=targets.index(fix),
         tests_source=visible_tests(module, function, cases, expected),
     )
 
@@ -126,6 +121,7 @@ def visible_tests(module: str, function: str, cases: list[tuple[Any, ...]], expe
 
 
 def instruction_hint(candidates: Candidates, line_number: int, buggy_line: str) -> str:
+    """The instruction's level-4 paragraph: the line, the candidate commands, the check."""
     listed = "\n".join(f"`{c}`" for c in candidates.commands)
     return (
         f"The bug is on line {line_number}, `{buggy_line}`. One of these commands fixes it:\n"
@@ -133,14 +129,14 @@ def instruction_hint(candidates: Candidates, line_number: int, buggy_line: str) 
     )
 
 
-VISIBLE_TESTS = '''"""Tests of {module}.{function}: `python3 /app/run_tests.py` (exit status 0: all pass)."""
+VISIBLE_TESTS = '''"""Tests of {module}.{function}: `python3 /app/tests/run_tests.py` (exit status 0: all pass)."""
 
 import math
 import os
 import sys
 
 sys.dont_write_bytecode = True  # no stale .pyc for a module edited within the same second
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CASES = {cases}
 EXPECTED = {expected}

@@ -31,7 +31,8 @@ class GeneratorError(ValueError):
 
 
 class NoDecoy(GeneratorError):
-    """A bug site has no level-4 decoy fix (no swappable token that fails a visible case)."""
+    """A bug site has no level-4 decoy fix (no swappable token, or none that fails a visible
+    case and can be rewritten unambiguously)."""
 
 
 @dataclass(frozen=True)
@@ -179,15 +180,15 @@ def build_task(
     if level == 4:
         visible = [(i, args) for i, (f, args) in enumerate(cases) if f == function]
         choice = level4.draw_candidates(
-            rng=rng, module=module, function=function, buggy_source=buggy_source,
-            fixed_source=fixed_source, line_number=line_number,
+            rng=rng, bug=bad, fix=good, buggy_source=buggy_source, fixed_source=fixed_source,
+            line_number=line_number, module=module, function=function,
             cases=[args for _, args in visible], expected=[expected[i] for i, _ in visible],
             fails=lambda source, args: not _same(
                 _outcome(_load(source), function, args), _outcome(correct, function, args)
             ),
         )  # fmt: skip
         if choice is None:
-            raise NoDecoy(f"template {template.doc!r}, bug {bug}: no decoy fix fails a visible case")
+            raise NoDecoy(f"template {template.doc!r}, bug {bug}: no one-token decoy fix fails a visible case")
         oracle = choice.commands[choice.correct]
     if level == 1:
         hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`; `{oracle}` fixes it."
