@@ -29,9 +29,12 @@ LOGS = "/logs/agent"
 TAIL = 2000
 """How many trailing characters of an output or error message a reason or transcript keeps."""
 CONTEXT_OVERFLOW = re.compile(
-    r"ContextWindowExceeded|context[ _](length|window)|maximum context|prompt is too long", re.IGNORECASE
+    r"ContextWindowExceeded|context[ _](length|window)|maximum context|prompt is too long"
+    r"|max_output_tokens|output token limit",
+    re.IGNORECASE,
 )
-"""An error message that says the prompt outgrew the model's context."""
+"""An error message that says the prompt outgrew the model's context, or a reply its output
+limit (Codex: ``Incomplete response returned, reason: max_output_tokens``): the policy's length."""
 
 Outcome = Callable[[Termination, str], HarnessResult]
 """Makes the result of one execution from a termination and its reason."""
