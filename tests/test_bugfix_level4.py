@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from legorl_std.bugfix import GeneratorError, generate_task, generate_tasks, write_task
-from legorl_std.bugfix.candidates import alternatives, apply_rewrite, rewrite_command
+from legorl_std.bugfix.candidates import ARITHMETIC, COMPARISON, INTEGER, alternatives, apply_rewrite, rewrite_command
 
 from lego_rl.engine.warmstart import demonstration_commands
 from lego_rl.kinds import Task
@@ -88,25 +88,27 @@ def test_instruction_names_the_line_the_candidates_and_the_check():
     assert all(f"`{c}`" in task.instruction for c in task.candidate_commands)
     assert f"`{task.check_command}` runs the tests." in task.instruction
     assert all(name not in c for c in task.candidate_commands for name in (task.module, task.function))
+    patterns = {c.split("s/", 1)[1].split("/")[0] for t in generate_tasks(64, levels=[4], kinds=KINDS) for c in t.candidate_commands}
+    assert len(patterns) <= 3, patterns  # one pattern per token class: nothing task-specific to copy
 
 
 def test_rewrites_match_any_candidate_token_and_escape_what_sed_reads(tmp_path: Path):
     """Real sed: each rewrite gives its line from the bug's, the fix's and the decoy's token."""
     target = tmp_path / "app"
     target.mkdir()
-    for line, tokens in (
-        ("    return a <= b and c", ["<", "<=", ">="]),
-        ("    return a * 9 / 5 + 32", ["+", "-", "*"]),
-        ("    return [x for x in xs][:10]", ["10", "11", "9"]),
-        ("    return a / b", ["/", "*", "+"]),
+    for line, cls, tokens in (
+        ("    return a <= b and c < d", COMPARISON, ["<", "<=", ">=", "!="]),
+        ("    return (a * 9) / 5 + 32", ARITHMETIC, ["+", "-", "*", "/"]),
+        ("    return [x for x in xs][:10] + [2]", INTEGER, ["10", "11", "9"]),
     ):
         for start in tokens:
             for goal in tokens:
-                begin = apply_rewrite(line, tokens, start)
+                begin = apply_rewrite(line, cls, start)
                 (target / "m.py").write_text(f"x = 1\n{begin}\n")
-                command = rewrite_command(2, tokens, goal).replace("/app/", f"{target}/")
+                command = rewrite_command(2, cls, goal).replace("/app/", f"{target}/")
                 subprocess.run(["bash", "-c", command], check=True)
-                assert (target / "m.py").read_text() == f"x = 1\n{apply_rewrite(line, tokens, goal)}\n", command
+                assert (target / "m.py").read_text() == f"x = 1\n{apply_rewrite(line, cls, goal)}\n", command
+                assert apply_rewrite(begin, cls, goal).count(goal) >= 1
     assert alternatives("<=", "<") == [">=", ">", "==", "!="]
     assert alternatives("2", "4") == ["3", "1"]
     assert alternatives("pow", "x") == []

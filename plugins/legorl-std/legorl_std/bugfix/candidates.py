@@ -3,9 +3,10 @@
 The instruction names the buggy line and two one-token rewrites of it, the fix and a decoy
 (another operator, comparison or integer where the bug is), in random order, and the command
 that runs the visible tests (``python3 /app/tests/run_tests.py``: the bugged function's cases;
-the hidden tests that give the reward check every function). Each rewrite matches the bug's
-token, the fix's and the decoy's alike (``sed -E 'Ns/(a|b|c)/x/'``), so a second one undoes
-the first: an agent that tries one, runs the tests and reads that they fail can still fix the
+the hidden tests that give the reward check every function). Each rewrite matches the line's
+first comparison, spaced arithmetic operator or integer (``sed -i -E '6s/ [-+*\\/] / - /'
+/app/*.py``), whichever of the bug, the fix or the decoy is there, so a second one undoes the
+first: an agent that tries one, runs the tests and reads that they fail can still fix the
 bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). Editing
 without verifying succeeds as often as it guesses (one in two); verifying and correcting
 always does.
@@ -29,7 +30,32 @@ SWAPS: tuple[tuple[str, ...], ...] = (
     ("+", "-", "*", "/"),
 )
 """Tokens a decoy may put in place of one another (integers move by one or two instead)."""
-_ERE_SPECIAL = re.compile(r"([.*+?()|\[\]{}^$\\/])")
+
+
+@dataclass(frozen=True)
+class TokenClass:
+    """The tokens a rewrite matches: every comparison, every spaced arithmetic operator or
+    every integer, so the commands of all tasks share a handful of patterns."""
+
+    sed: str
+    """The extended regular expression in the command."""
+    python: re.Pattern[str]
+    """The same as Python reads it (the simulation that checks each rewrite)."""
+    spaced: bool = False
+    """The match includes one space each side (binary operators)."""
+
+
+COMPARISON = TokenClass("(<=|>=|==|!=|<|>)", re.compile(r"<=|>=|==|!=|<|>"))
+ARITHMETIC = TokenClass(r" [-+*\/] ", re.compile(r" [-+*/] "), spaced=True)
+INTEGER = TokenClass("[0-9]+", re.compile(r"[0-9]+"))
+
+
+def token_class(token: str) -> TokenClass | None:
+    if token in SWAPS[0]:
+        return COMPARISON
+    if token in SWAPS[1]:
+        return ARITHMETIC
+    return INTEGER if token.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -53,18 +79,17 @@ def alternatives(token: str, bug: str) -> list[str]:
     return [o for o in others if o not in (token, bug)]
 
 
-def rewrite_command(line_number: int, tokens: list[str], target: str) -> str:
-    """``sed -i -E 'Ns/(a|b|c)/target/' /app/*.py``: on line N, the first of ``tokens`` (the
-    longest first, so ``<=`` is not read as ``<``) becomes ``target``."""
-    group = "|".join(_ERE_SPECIAL.sub(r"\\\1", t) for t in sorted(tokens, key=len, reverse=True))
-    replacement = re.sub(r"([\\&/])", r"\\\1", target)
-    return f"sed -i -E '{line_number}s/({group})/{replacement}/' /app/*.py"
+def rewrite_command(line_number: int, cls: TokenClass, target: str) -> str:
+    """``sed -i -E 'Ns/CLASS/target/' /app/*.py``: the first token of ``cls`` on line N becomes
+    ``target``."""
+    replacement = re.sub(r"([\\&/])", r"\\\1", f" {target} " if cls.spaced else target)
+    return f"sed -i -E '{line_number}s/{cls.sed}/{replacement}/' /app/*.py"
 
 
-def apply_rewrite(line: str, tokens: list[str], target: str) -> str:
+def apply_rewrite(line: str, cls: TokenClass, target: str) -> str:
     """What :func:`rewrite_command` does to its line: the first match replaced."""
-    pattern = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
-    return re.sub(f"({pattern})", lambda _: target, line, count=1)
+    replacement = f" {target} " if cls.spaced else target
+    return cls.python.sub(lambda _: replacement, line, count=1)
 
 
 def draw_candidates(
@@ -83,33 +108,36 @@ def draw_candidates(
 ) -> Candidates | None:
     """The fix and a drawn decoy for one bug, or None when there is none.
 
-    ``bug`` and ``fix`` are the differing tokens of the buggy and fixed line; ``cases`` the
-    visible cases and ``expected`` the fixed module's answers; ``fails(source, args)`` says
-    whether ``function`` of module ``source`` gets a case wrong. A decoy must fail a visible
-    case, and each rewrite must give its line from the buggy, the fixed and the decoy line.
+    ``bug`` and ``fix`` are the differing tokens of the buggy and fixed line (of one
+    :class:`TokenClass`); ``cases`` the visible cases and ``expected`` the fixed module's
+    answers; ``fails(source, args)`` says whether ``function`` of module ``source`` gets a case
+    wrong. A decoy must fail a visible case, and each rewrite must give its line from the
+    buggy, the fixed and the decoy line.
     """
-    if not bug or not fix:
+    cls = token_class(fix)
+    if cls is None or token_class(bug) is not cls:
         return None
     lines = buggy_source.splitlines(keepends=True)
     buggy_line, fixed_line = lines[line_number - 1], fixed_source.splitlines(keepends=True)[line_number - 1]
     usable = []
+    if apply_rewrite(buggy_line, cls, fix) != fixed_line:
+        return None  # the class's first match on the line is not the bug
     for decoy in alternatives(fix, bug):
-        tokens = [bug, fix, decoy]
-        decoy_line = apply_rewrite(fixed_line, tokens, decoy)
+        decoy_line = apply_rewrite(fixed_line, cls, decoy)
         starts = (buggy_line, fixed_line, decoy_line)
-        if all(apply_rewrite(s, tokens, fix) == fixed_line for s in starts) and all(
-            apply_rewrite(s, tokens, decoy) == decoy_line for s in starts
+        if all(apply_rewrite(s, cls, fix) == fixed_line for s in starts) and all(
+            apply_rewrite(s, cls, decoy) == decoy_line for s in starts
         ) and decoy_line not in (buggy_line, fixed_line):
             source = "".join(lines[: line_number - 1] + [decoy_line] + lines[line_number:])
             if any(fails(source, args) for args in cases):
-                usable.append((tokens, decoy))
+                usable.append(decoy)
     if not usable:
         return None
-    tokens, decoy = rng.choice(usable)
+    decoy = rng.choice(usable)
     targets = [fix, decoy]
     rng.shuffle(targets)
     return Candidates(
-        commands=tuple(rewrite_command(line_number, tokens, t) for t in targets),
+        commands=tuple(rewrite_command(line_number, cls, t) for t in targets),
         correct=targets.index(fix),
         tests_source=visible_tests(module, function, cases, expected),
     )
