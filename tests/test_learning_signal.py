@@ -1,6 +1,7 @@
-"""The learning recipe, shortened: the whole pipeline turns rewards into a policy update.
+"""The learning recipes, shortened: the whole pipeline turns rewards into a policy update.
 
-`legorl apply specs/quickstart.yaml` with a small warm start (one task, fitted closely
+`legorl apply specs/quickstart.yaml` (and `specs/quickstart-verify.yaml`, whose trials may
+edit, run the visible tests and correct, up to five model calls each) with a small warm start (one task, fitted closely
 enough that the policy solves it about half the time at temperature 1, so groups carry signal),
 two GRPO steps of 8 trials through the real Codex CLI, proxy, sandbox and verifier, and a
 held-out evaluation before and after. Checked: a step trained with a non-zero gradient on
@@ -51,13 +52,20 @@ SHORT = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+RECIPES = {
+    "quickstart.yaml": [],
+    # level-4 tasks: trials edit, may run the visible tests and correct (up to five calls)
+    "quickstart-verify.yaml": ["model.warmstart.demos=2", "model.warmstart.verify_share=0.5"],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(RECIPES))
+def run_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("learn")
-    args = [*SHORT, f"run.output_dir={out}", f"tasks.options.dir={out / 'tasks'}",
+    args = [*SHORT, *RECIPES[request.param], f"run.output_dir={out}", f"tasks.options.dir={out / 'tasks'}",
             f"evaluate.tasks.options.dir={out / 'tasks'}"]  # fmt: skip
     proc = subprocess.run(
-        [LEGORL, "apply", str(ROOT / "specs" / "quickstart.yaml"), *args],
+        [LEGORL, "apply", str(ROOT / "specs" / request.param), *args],
         check=False, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
