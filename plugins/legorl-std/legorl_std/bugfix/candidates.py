@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-CHECK_COMMAND = "python3 /app/tests/run_tests.py"
-"""How the agent runs the visible tests (named in the instruction and the task's metadata)."""
 VISIBLE_TESTS_PATH = "tests/run_tests.py"
 """Where the visible tests live, relative to /app (outside the ``/app/*.py`` the fixes edit)."""
+CHECK_COMMAND = f"python3 /app/{VISIBLE_TESTS_PATH}"
+"""How the agent runs the visible tests (named in the instruction and the task's metadata)."""
 
 SWAPS: tuple[tuple[str, ...], ...] = (
     ("<=", ">=", "<", ">", "==", "!="),
@@ -51,6 +51,7 @@ INTEGER = TokenClass("[0-9]+", re.compile(r"[0-9]+"))
 
 
 def token_class(token: str) -> TokenClass | None:
+    """The class a bug's or fix's token belongs to; None for one no rewrite can match."""
     if token in SWAPS[0]:
         return COMPARISON
     if token in SWAPS[1]:
