@@ -44,6 +44,10 @@ class TokenClass:
     spaced: bool = False
     """The match includes one space each side (binary operators)."""
 
+    def replacement(self, target: str) -> str:
+        """What a match becomes when it is rewritten to ``target``."""
+        return f" {target} " if self.spaced else target
+
 
 COMPARISON = TokenClass("(<=|>=|==|!=|<|>)", re.compile(r"<=|>=|==|!=|<|>"))
 ARITHMETIC = TokenClass(r" [-+*\/] ", re.compile(r" [-+*/] "), spaced=True)
@@ -83,13 +87,13 @@ def alternatives(token: str, bug: str) -> list[str]:
 def rewrite_command(line_number: int, cls: TokenClass, target: str) -> str:
     """``sed -i -E 'Ns/CLASS/target/' /app/*.py``: the first token of ``cls`` on line N becomes
     ``target``."""
-    replacement = re.sub(r"([\\&/])", r"\\\1", f" {target} " if cls.spaced else target)
+    replacement = re.sub(r"([\\&/])", r"\\\1", cls.replacement(target))
     return f"sed -i -E '{line_number}s/{cls.sed}/{replacement}/' /app/*.py"
 
 
 def apply_rewrite(line: str, cls: TokenClass, target: str) -> str:
     """What :func:`rewrite_command` does to its line: the first match replaced."""
-    replacement = f" {target} " if cls.spaced else target
+    replacement = cls.replacement(target)
     return cls.python.sub(lambda _: replacement, line, count=1)
 
 
@@ -105,32 +109,31 @@ def draw_candidates(
     function: str,
     cases: list[tuple[Any, ...]],
     expected: list[Any],
-    fails: Callable[[str, tuple[Any, ...]], bool],
+    fails: Callable[[str], bool],
 ) -> Candidates | None:
     """The fix and a drawn decoy for one bug, or None when there is none.
 
     ``bug`` and ``fix`` are the differing tokens of the buggy and fixed line (of one
     :class:`TokenClass`); ``cases`` the visible cases and ``expected`` the fixed module's
-    answers; ``fails(source, args)`` says whether ``function`` of module ``source`` gets a case
-    wrong. A decoy must fail a visible case, and each rewrite must give its line from the
-    buggy, the fixed and the decoy line.
+    answers; ``fails(source)`` says whether module ``source`` gets a visible case wrong. A
+    decoy must fail a visible case, and each rewrite must give its line from the buggy, the
+    fixed and the decoy line.
     """
     cls = token_class(fix)
     if cls is None or token_class(bug) is not cls:
         return None
     lines = buggy_source.splitlines(keepends=True)
     buggy_line, fixed_line = lines[line_number - 1], fixed_source.splitlines(keepends=True)[line_number - 1]
-    usable = []
     if apply_rewrite(buggy_line, cls, fix) != fixed_line:
         return None  # the class's first match on the line is not the bug
+    usable = []
     for decoy in alternatives(fix, bug):
         decoy_line = apply_rewrite(fixed_line, cls, decoy)
         starts = (buggy_line, fixed_line, decoy_line)
         if all(apply_rewrite(s, cls, fix) == fixed_line for s in starts) and all(
             apply_rewrite(s, cls, decoy) == decoy_line for s in starts
         ) and decoy_line not in (buggy_line, fixed_line):
-            source = "".join(lines[: line_number - 1] + [decoy_line] + lines[line_number:])
-            if any(fails(source, args) for args in cases):
+            if fails("".join(lines[: line_number - 1] + [decoy_line] + lines[line_number:])):
                 usable.append(decoy)
     if not usable:
         return None

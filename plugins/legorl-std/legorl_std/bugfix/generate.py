@@ -103,10 +103,10 @@ def generate_task(
     kind = kinds[(index // len(levels)) % len(kinds)]
     rng = random.Random(f"bugfix:{seed}:{split}:{index}:{attempt}")
     sites = [(t, b) for t in TEMPLATES for b in t.bugs if b.kind == kind]
-    if level != 4:
-        template, bug = rng.choice(sites)
-        return build_task(template, bug, draw_names(template, split, rng), level, rng, seed=seed, split=split, index=index)
-    rng.shuffle(sites)
+    if level == 4:
+        rng.shuffle(sites)  # every site in a drawn order: the first with a decoy
+    else:
+        sites = [rng.choice(sites)]
     for template, bug in sites:
         try:
             return build_task(template, bug, draw_names(template, split, rng), level, rng, seed=seed, split=split, index=index)
@@ -178,14 +178,16 @@ def build_task(
     first = f"In `/app/{module}.py`, `{call}` {wrong} instead of `{expected[example]!r}`."
     choice = None
     if level == 4:
-        visible = [(i, args) for i, (f, args) in enumerate(cases) if f == function]
+        visible = [(args, expected[i]) for i, (f, args) in enumerate(cases) if f == function]
+
+        def fails_visible(source: str) -> bool:
+            module_ns = _load(source)
+            return any(not _same(_outcome(module_ns, function, args), want) for args, want in visible)
+
         choice = level4.draw_candidates(
             rng=rng, bug=bad, fix=good, buggy_source=buggy_source, fixed_source=fixed_source,
             line_number=line_number, module=module, function=function,
-            cases=[args for _, args in visible], expected=[expected[i] for i, _ in visible],
-            fails=lambda source, args: not _same(
-                _outcome(_load(source), function, args), _outcome(correct, function, args)
-            ),
+            cases=[args for args, _ in visible], expected=[want for _, want in visible], fails=fails_visible,
         )  # fmt: skip
         if choice is None:
             raise NoDecoy(f"template {template.doc!r}, bug {bug}: no one-token decoy fix fails a visible case")
