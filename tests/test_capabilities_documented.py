@@ -19,7 +19,7 @@ CAPABILITIES = sorted(
     for name, member in vars(kinds).items()
     if inspect.isclass(member)
     and getattr(member, "_is_protocol", False)
-    and member.__module__ == kinds.__name__
+    and member.__module__.startswith(kinds.__name__ + ".")
     and member not in PROTOCOLS.values()
     and name not in EXCHANGED
 )
