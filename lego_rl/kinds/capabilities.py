@@ -15,6 +15,7 @@ from lego_rl.kinds.protocols import (
 from lego_rl.kinds.values import (
     ChatCompletion,
     ChatRequest,
+    CheatDemo,
     Check,
     ExecResult,
     Problem,
@@ -322,6 +323,17 @@ class ChecksBeforeVerify(Protocol):
     """As :class:`ChecksBeforeAgent`, for the before-verify phase (``before_verify``)."""
 
     def before_verify_check(self, sandbox: Sandbox, task: Task) -> Check | None: ...
+
+
+@runtime_checkable
+class DemonstratesCheat(Protocol):
+    """An anti-cheat policy that shows a cheat it catches, so its contract
+    (``anticheat.catches-its-cheat``) can fail a policy that catches nothing. Every policy
+    offers one: a guard that cannot say what it guards against cannot be checked."""
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """A cheat this policy catches (``scratch``: a host directory for files it needs)."""
+        ...
 
 
 # ---------------------------------------------------------------- factory capabilities

@@ -125,6 +125,28 @@ class Check:
     judge: Callable[[str], list[Violation]]
 
 
+@dataclass(frozen=True)
+class CheatDemo:
+    """A cheat an anti-cheat policy catches, staged by its contract
+    (:class:`~lego_rl.kinds.DemonstratesCheat`): a sandbox of the kit's task is started and
+    sealed, the policy's before-agent phase runs, ``stage`` puts the cheat in place before
+    ``phase`` (before the agent phase for ``before_agent``), and the phase must catch it: a
+    violation, a refusal (the phase raises), the cheat undone (``works`` fails afterwards), or,
+    for ``after``, a record in the result's verifier details."""
+
+    phase: Literal["before_agent", "before_verify", "after"]
+    stage: str = ""
+    """Shell run in the sandbox's workdir that commits the cheat."""
+    works: str = ""
+    """Shell that exits 0 while the cheat is in place; checked right after ``stage`` (a demo
+    whose cheat never worked proves nothing) and again after the phase."""
+    seen: str | None = None
+    """For a guarantee of the sandbox that no agent can stage (loopback only): what the
+    phase's shell check reads when the guarantee is broken, fed to its judge instead."""
+    verifier: dict[str, Any] = field(default_factory=dict)
+    """For ``after``: the verifier's details of the trial the policy is shown."""
+
+
 @dataclass
 class ChatMessage:
     """A dialect-neutral chat message, as the chat template sees it."""

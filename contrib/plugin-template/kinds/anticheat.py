@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl
 from lego_rl.data import TrialResult
-from lego_rl.kinds import Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 
 
@@ -36,6 +38,11 @@ class {{Class}}:
 
     def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
         return []
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """The cheat this policy catches, for its contract (DemonstratesCheat, required):
+        ``stage`` plants it in the workdir, ``works`` exits 0 while it is there."""
+        return CheatDemo("before_verify", stage="touch sitecustomize.py", works="test -e sitecustomize.py")
 
     # Optional capabilities (lego_rl.kinds): ChecksBeforeAgent / ChecksBeforeVerify, the
     # phase as one shell check that the engine batches with other policies' (one exec).

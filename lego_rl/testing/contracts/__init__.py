@@ -6,6 +6,7 @@ authors run the same checks through the pytest plugin (:mod:`lego_rl.testing.plu
 """
 
 from lego_rl.testing.contracts import (  # noqa: F401  (importing registers their contracts)
+    anticheat,
     capabilities,
     components,
     dialect,

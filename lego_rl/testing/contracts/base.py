@@ -127,7 +127,7 @@ def contracts_for(kind: str) -> list[Contract]:
     """Every contract of a kind, in the order they run: the structural ones first."""
     if kind not in _CONTRACTS:
         raise KeyError(f"unknown plugin kind {kind!r}; kinds: {', '.join(KINDS)}")
-    return list(_CONTRACTS[kind])
+    return sorted(_CONTRACTS[kind], key=lambda c: c.name != "structure")
 
 
 def contract_named(contract_id: str) -> Contract:

@@ -63,16 +63,6 @@ def scores(verifier: Any, env: ContractEnv) -> None:
         )
 
 
-@contract("anticheat", "honest-trial-passes")
-def honest_passes(policy: Any, env: ContractEnv) -> None:
-    """an untouched, honest trial is not flagged before the agent or before the verifier"""
-    expect(isinstance(policy.name, str) and policy.name, "anticheat needs a name")
-    with started(env.sandbox_backend(), env, "contract-anticheat") as sandbox:
-        task = env.task()
-        expect(policy.before_agent(sandbox, task) == [], "honest trial flagged before agent")
-        expect(policy.before_verify(sandbox, task) == [], "honest trial flagged before verify")
-
-
 @contract("filter", "selects-and-keeps")
 def selects(component: Any, env: ContractEnv) -> None:
     """select_tasks returns a subset of its input; keep_group answers with a bool"""

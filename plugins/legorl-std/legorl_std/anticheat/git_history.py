@@ -13,11 +13,12 @@ infrastructure error: the removal or the rewrite failed).
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy, PolicyError, writable_roots
 from legorl_std.anticheat.git_leftovers import SETUP, scan
@@ -80,6 +81,20 @@ class GitHistory(CheckedPolicy):
             return []
 
         return Check(self.name, script, judge)
+
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """The fix in the repository's history: committed, then reset away (reflog, ORIG_HEAD)."""
+        who = f"{GIT} -c user.name=t -c user.email=t@localhost"
+        stage = (
+            f"{who} init -q && : > {_MARKED} && {who} add -A && {who} commit -qm start"
+            f" && echo '# the fix' >> {_MARKED} && {who} commit -qam solution && {who} reset -q --hard HEAD~1"
+        )
+        return CheatDemo("before_agent", stage=stage, works=f"{GIT} log --all --reflog --format=%s | grep -qx solution")
+
+
+_MARKED = "history-demo.txt"
+"""The file the demonstration's solution commit changes (empty in its first commit)."""
 
 
 def build(options: GitHistoryOptions, ctx: BuildContext) -> GitHistory:

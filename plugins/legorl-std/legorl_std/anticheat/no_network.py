@@ -8,11 +8,12 @@ verifier phase gets what the task declares; that is the sandbox's business.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy, PolicyError
 
@@ -36,6 +37,17 @@ class NoNetwork(CheckedPolicy):
             return []
 
         return Check(self.name, "cat /proc/net/dev", judge)
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """A routed interface in the agent phase (no agent can add one: a sandbox's doing)."""
+        return CheatDemo("before_agent", seen=_PROC_NET_DEV_ROUTED)
+
+
+_PROC_NET_DEV_ROUTED = """Inter-|   Receive                            |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0:    1280      12    0    0    0     0          0         0      960      10    0    0    0     0       0          0
+"""
 
 
 def interface_names(proc_net_dev: str) -> set[str]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from lego_rl.data import TrialResult
-from lego_rl.kinds import Check, KillsCommands, ListsProcesses, Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Check, KillsCommands, ListsProcesses, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy
 
@@ -55,6 +56,12 @@ class ProcessReaper(CheckedPolicy):
             return [Violation(self.name, message) for message in found + still]
 
         return Check(self.name, _OTHERS, judge)
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """A process of the agent phase still running when the verifier would start. What the
+        check reads then is shown to its judge: a sandbox whose commands take their processes
+        with them when they end (the local sandbox's pid namespaces) leaves nothing to stage."""
+        return CheatDemo("before_verify", seen="1\n")
 
     def after(self, sandbox: Sandbox, task: Task, result: TrialResult) -> list[Violation]:
         survivors = int(result.verifier.get("survivors", 0) or 0)

@@ -7,11 +7,12 @@ directory fresh for the verifier anyway, see ``LocalSandbox.begin_verify``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy
 from legorl_std.test_script import REWARD_DIR
@@ -34,6 +35,11 @@ class RewardGuard(CheckedPolicy):
             return [Violation(self.name, f"the agent phase wrote {line} (only the verifier writes there)") for line in found]
 
         return Check(self.name, _CHECK, judge)
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """The agent writes its own reward file."""
+        reward = f"{REWARD_DIR}/reward.txt"
+        return CheatDemo("before_verify", stage=f"mkdir -p {REWARD_DIR} && echo 1 > {reward}", works=f"test -s {reward}")
 
 
 def build(options: RewardGuardOptions, ctx: BuildContext) -> RewardGuard:

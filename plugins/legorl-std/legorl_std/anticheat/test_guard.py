@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lego_rl.kinds import Check, Sandbox, Task, Violation
+from lego_rl.kinds import CheatDemo, Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy, Clock, PolicyError, changed_paths, task_paths
 
@@ -89,6 +90,12 @@ class TestGuard(CheckedPolicy):
             return [Violation(self.name, f"planted {p}") for p in sorted(set(suspects))]
 
         return Check(self.name, script, judge)
+
+
+    def cheat_demonstration(self, scratch: Path) -> CheatDemo:
+        """A conftest.py planted beside the code, which pytest would load into the tests' run."""
+        plant = "import pytest\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_runtest_call(item):\n    return True\n"
+        return CheatDemo("before_verify", stage=f"printf %s {shlex.quote(plant)} > conftest.py", works="test -s conftest.py")
 
 
 def _quoted(paths: list[str]) -> str:
