@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import yaml
+from harness_fakes import NullSandboxes
 from legorl_embedded.inference import HFInference, HFInferenceOptions
 from legorl_embedded.model import build_model, save_checkpoint
 from legorl_vllm.client import (
@@ -32,8 +33,6 @@ from legorl_vllm.server import LaunchPlan, free_port, serve_command
 from legorl_vllm.testing import FakeVLLM
 from legorl_vllm.weights import MARKER, stage_model_dir, write_weights
 from pydantic import ValidationError
-
-from harness_fakes import NullSandboxes
 
 from lego_rl.data import Sampling
 from lego_rl.registry import BuildContext
@@ -175,6 +174,15 @@ def test_generation_matches_the_model_token_for_token(server, backend, prompt) -
         assert seen == list(zip(gen.completion_ids, gen.logprobs, strict=True))
         assert server.requests[-1]["stream"] is stream
     assert all(lp < 0 for lp in gen.logprobs) and gen.routing is None
+
+
+def test_scoring_reads_the_servers_prompt_logprobs(server, backend, prompt) -> None:
+    inference = attached(server)
+    gen = inference.generate(prompt, Sampling(max_tokens=6, seed=3))
+    scored = inference.score(prompt, gen.completion_ids)
+    assert server.requests[-1]["prompt_logprobs"] == 0
+    assert scored == pytest.approx(backend.score(prompt, gen.completion_ids), abs=1e-5)
+    assert scored == pytest.approx(gen.logprobs, abs=1e-4)  # what the contract checks, here exact
 
 
 def test_routing_covers_every_prompt_and_completion_token(

@@ -248,6 +248,18 @@ class LoadsWeights(Protocol):
 
 
 @runtime_checkable
+class ScoresTokens(Protocol):
+    """An inference backend that scores given tokens as it samples them (teacher forcing):
+    what its contract ``inference.logprobs-are-the-models`` compares generate()'s log-probs
+    with. vLLM: prompt log-probs; the embedded model: one forward pass."""
+
+    def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """Log-prob of each of ``completion_ids`` given every token before it, under the
+        weights generate() samples with now, from the distribution at ``temperature``."""
+        ...
+
+
+@runtime_checkable
 class RestoresRngState(Protocol):
     """An inference backend whose sampling randomness a checkpoint saves and a resume restores."""
 
@@ -334,6 +346,15 @@ class DemonstratesCheat(Protocol):
     def cheat_demonstration(self, scratch: Path) -> CheatDemo:
         """A cheat this policy catches (``scratch``: a host directory for files it needs)."""
         ...
+
+
+@runtime_checkable
+class Serves(Protocol):
+    """An observer that shows what it saw by serving it (the dashboard) rather than writing
+    files: ``url`` answers once it has started (None before), until ``close()``."""
+
+    @property
+    def url(self) -> str | None: ...
 
 
 # ---------------------------------------------------------------- factory capabilities

@@ -52,6 +52,12 @@ class {{Class}}:
         logprob) for each as it is sampled; return the ids, their log-probs (and MoE routing)."""
         raise NotImplementedError("{{name}}: generate() is not written yet")
 
+    def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """TODO (ScoresTokens, required by contract inference.logprobs-are-the-models): the
+        model's log-prob of each of completion_ids after what precedes it (teacher forcing),
+        from the distribution generate() samples at ``temperature``."""
+        raise NotImplementedError("{{name}}: score() is not written yet")
+
     # Optional capabilities (lego_rl.kinds; CONTRIBUTING.md "Optional capabilities").
     #
     # LoadsWeights: the trainer publishes new weights (else the policy never changes).

@@ -42,6 +42,10 @@ class {{Class}}:
 
     # Optional capability (lego_rl.kinds): Preflights, prerequisites `legorl plan` shows.
     # def preflight(self) -> list[Problem]: ...
+    # Serves: an observer that serves what it saw instead of writing files under the run
+    # directory names its address (contract observer.leaves-a-trace reads it on loopback).
+    # @property
+    # def url(self) -> str | None: ...
 
 
 @hookimpl

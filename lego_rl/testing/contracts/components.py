@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 import time
+import urllib.parse
+import urllib.request
 from typing import Any
 
 from lego_rl.data import CallRecord
-from lego_rl.kinds import Event, Task
+from lego_rl.kinds import Event, Serves, Task
+from lego_rl.observe.store import RunStore
 from lego_rl.testing.contracts.base import (
     ContractEnv,
+    ContractError,
     contract,
     expect,
     problems,
@@ -97,3 +101,53 @@ def takes_events(component: Any, env: ContractEnv) -> None:
     ):
         component.emit(Event(kind=kind, data=data, time=time.time()))
     component.close()
+
+
+PROBE_METRIC = "contract_probe_metric"
+"""A step metric the observer contract looks for in what an observer leaves."""
+
+
+@contract("observer", "leaves-a-trace")
+def leaves_trace(component: Any, env: ContractEnv) -> None:
+    """a step it saw can be found afterwards: in a file under the run directory, or served (Serves)"""
+    run_dir = env.build_context().run_dir
+    assert run_dir is not None
+    events = [
+        ("run_start", {"run_dir": str(run_dir)}),
+        ("step", {"step": 1, "reward_mean": 0.5, PROBE_METRIC: 0.625}),
+    ]
+    served: str | None = None
+    if isinstance(component, Serves):  # what it serves is the run store's: write one
+        store = RunStore(run_dir)
+        for kind, data in events:
+            store.emit(Event(kind=kind, data=data, time=time.time()))
+        store.close()
+    try:
+        for kind, data in events:
+            component.emit(Event(kind=kind, data=data, time=time.time()))
+        if isinstance(component, Serves):
+            expect(component.url is not None, "it declares Serves, but its url is None after a step")
+            served = fetched(component.url or "")
+    finally:
+        component.close()
+    if served is not None:
+        return
+    files = [p for p in sorted(run_dir.rglob("*")) if p.is_file()]
+    expect(
+        any(PROBE_METRIC.encode() in p.read_bytes() for p in files),
+        f"it left no trace of the step it saw: no file under the run directory names {PROBE_METRIC} "
+        f"({len(files)} file(s) there), and it serves nothing (lego_rl.kinds.Serves)",
+    )
+
+
+def fetched(url: str) -> str:
+    """The page at ``url`` (loopback only: an observer's contract talks to nothing else)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    expect(host in ("127.0.0.1", "localhost", "::1"), f"it serves on {host!r}; the contract reads loopback only")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            body = response.read().decode(errors="replace")
+            expect(response.status == 200 and bool(body), f"GET {url} answered {response.status}, {len(body)} bytes")
+            return body
+    except OSError as exc:
+        raise ContractError(f"it declares Serves, but GET {url} failed: {exc}") from exc

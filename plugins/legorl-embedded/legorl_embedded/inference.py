@@ -21,6 +21,7 @@ from lego_rl.proxy.stopstrings import stop_watch
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import ModelSpec
 from legorl_embedded.batcher import Batcher, Request
+from legorl_embedded.logprobs import completion_logprobs
 from legorl_embedded.model import ARCHITECTURES, build_model
 from legorl_embedded.model_spec import TEMPLATE_NAMES, resolve_model_paths
 from legorl_embedded.options import HFInferenceOptions
@@ -151,6 +152,17 @@ class HFInference:
     def set_rng_state(self, state: torch.Tensor) -> None:
         with self._rng_lock:
             self._generator.set_state(state)
+
+    def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """Log-prob of each of ``completion_ids`` after ``prompt_ids`` (:class:`~lego_rl.kinds.ScoresTokens`):
+        one forward pass, between weight loads (a load waits for it, as for a generation)."""
+        if not completion_ids:
+            return []
+        with self.batcher.paused():
+            return completion_logprobs(
+                self.model, prompt_ids, completion_ids, temperature=temperature or 1.0, vocab=self._vocab,
+                device=self.device,
+            )
 
     # ------------------------------------------------------------ sampling
 

@@ -8,7 +8,7 @@ the backward pass recomputes each chunk instead of keeping it: at most one chunk
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -62,12 +62,31 @@ def token_logprobs(
     return out.masked_scatter(wanted, picked)
 
 
+def completion_logprobs(
+    model: nn.Module,
+    prompt: Sequence[int],
+    completion: Sequence[int],
+    *,
+    temperature: float,
+    vocab: OutputVocab,
+    device: torch.device,
+) -> list[float]:
+    """Log-prob of each ``completion`` token after ``prompt`` and the tokens before it: one
+    forward pass of both, no gradient (how a sampled reply is scored for its record)."""
+    ids = torch.tensor([[*prompt, *completion]], dtype=torch.long, device=device)
+    where = torch.zeros_like(ids, dtype=torch.bool)
+    where[0, len(prompt) :] = True
+    with torch.inference_mode():
+        scored = token_logprobs(model, ids, torch.ones_like(ids), where=where, temperature=temperature, vocab=vocab)
+    return scored[0, len(prompt) :].float().cpu().tolist()
+
+
 class _HeadLogprobs(torch.autograd.Function):
     """log_softmax(states @ weight.T + bias)[target] / temperature, chunked both ways; a
     target of -1 (a token the head cannot emit) gets -inf and no gradient."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         states: Tensor,
         weight: Tensor,
@@ -89,7 +108,7 @@ class _HeadLogprobs(torch.autograd.Function):
         return (out - lse).masked_fill(outside, float("-inf"))
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         states, weight, bias, targets, lse, outside = ctx.saved_tensors
         grad = grad.masked_fill(outside, 0.0)
         grad_states = torch.zeros_like(states)

@@ -15,14 +15,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
-
 from lego_rl.data import ABORTED, Generation, Sampling
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
 from legorl_embedded.inference import HFInference
 from legorl_embedded.inference import factory as hf_factory
-from legorl_embedded.logprobs import token_logprobs
+from legorl_embedded.logprobs import completion_logprobs
 from legorl_embedded.options import HFInferenceOptions
 from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.routing import RoutingRecorder, as_routing
@@ -61,6 +59,10 @@ class ScriptedInference:
 
     def preflight(self) -> list[Problem]:
         return self.policy.preflight()
+
+    def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """The policy model's log-probs of given tokens (:class:`~lego_rl.kinds.ScoresTokens`)."""
+        return self.policy.score(prompt_ids, completion_ids, temperature)
 
     def next_text(self) -> str:
         """The next reply of the script (``final_text`` once it has run out)."""
@@ -120,16 +122,12 @@ class ScriptedInference:
         model = self.policy.model
         if self._vocab is None:
             self._vocab = model_output_vocab(model, self.tokenizer)
-        ids = torch.tensor([[*prompt, *completion]], dtype=torch.long, device=self.policy.device)
-        where = torch.zeros_like(ids, dtype=torch.bool)
-        where[0, len(prompt) :] = True
         recorder = RoutingRecorder(model)
-        with self._scoring, torch.inference_mode(), recorder:
-            scored = token_logprobs(
-                model, ids, torch.ones_like(ids), where=where, temperature=temperature, vocab=self._vocab
+        with self._scoring, recorder:
+            logprobs = completion_logprobs(
+                model, prompt, completion, temperature=temperature, vocab=self._vocab, device=self.policy.device
             )
             indices = recorder.pop()
-        logprobs = scored[0, len(prompt) :].float().cpu().tolist()
         if indices is None:
             return logprobs, None, None
         return logprobs, as_routing(indices[len(prompt) :]), as_routing(indices[: len(prompt)])

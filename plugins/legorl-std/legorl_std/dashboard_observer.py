@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl.kinds import Event, Problem
 from lego_rl.registry import BuildContext
+
+if TYPE_CHECKING:
+    from lego_rl.observe.server import DashboardServer
 
 
 class DashboardOptions(BaseModel):
@@ -28,7 +32,12 @@ class DashboardObserver:
 
     def __init__(self, options: DashboardOptions, run_dir: Path):
         self.options, self.run_dir = options, run_dir
-        self.server = None
+        self.server: DashboardServer | None = None
+
+    @property
+    def url(self) -> str | None:
+        """Where the dashboard serves (None until the store exists)."""
+        return self.server.url if self.server is not None else None
 
     def preflight(self) -> list[Problem]:
         from lego_rl.observe.server import check_bind

@@ -175,7 +175,13 @@ class WandbWriter:
         self.run.log(values, step=step)
 
     def close(self) -> None:
+        """Finish the run and wait until W&B's service has written it: ``finish()`` alone can
+        return before the offline run file holds the history (seen under load: a 7-byte file).
+        ``wandb.teardown`` also finishes other W&B runs of this process; a lego-rl run has one."""
+        import wandb
+
         self.run.finish()
+        wandb.teardown()
 
 
 def wandb(options: WandbOptions, ctx: BuildContext) -> MetricsObserver:

@@ -251,6 +251,28 @@ class CompletionClient:
             )
         return experts
 
+    def score(self, token_ids: list[int], start: int) -> list[float]:
+        """Log-probs of ``token_ids[start:]`` as the server scores them at prefill
+        (``prompt_logprobs``; vLLM computes them from the raw logits, as its sampled ones)."""
+        body = {
+            "model": self.model,
+            "prompt": list(token_ids),
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+        }
+        choice = self._one_choice(self.request("POST", "/v1/completions", json_body=body))
+        rows = choice.get("prompt_logprobs")
+        if not isinstance(rows, list) or len(rows) != len(token_ids):
+            raise VLLMError(f"the server returned no prompt_logprobs for {len(token_ids)} tokens: {str(rows)[:200]}")
+        out = []
+        for token, row in zip(token_ids[start:], rows[start:], strict=True):
+            entry = row.get(str(token)) if isinstance(row, dict) else None
+            if not isinstance(entry, dict) or "logprob" not in entry:
+                raise VLLMError(f"prompt_logprobs lacks token {token}: {str(row)[:200]}")
+            out.append(float(entry["logprob"]))
+        return out
+
     def _one_choice(self, body: Any) -> dict[str, Any]:
         choices = body.get("choices") if isinstance(body, dict) else None
         if not choices:

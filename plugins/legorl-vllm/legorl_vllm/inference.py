@@ -185,6 +185,14 @@ class VLLMInference:
             policy_version=version,
         )
 
+    def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], temperature: float = 1.0) -> list[float]:
+        """The server's log-probs of given tokens (:class:`~lego_rl.kinds.ScoresTokens`), from
+        the raw logits at any ``temperature``, as vLLM reports its sampled ones."""
+        if not prompt_ids or not completion_ids:
+            return []
+        with self._inflight.generation():
+            return self.client.score([*prompt_ids, *completion_ids], len(prompt_ids))
+
     def _routing(
         self, client: CompletionClient, prompt: list[int], completion: list[int]
     ) -> tuple[list[Any] | None, list[Any] | None]:

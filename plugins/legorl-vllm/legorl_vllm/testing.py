@@ -167,9 +167,20 @@ class FakeVLLM:
             )
         with self._admitted():
             gen = self.backend.generate(prompt, sampling)
+            scored = (
+                self.backend.score(prompt[:1], prompt[1:])
+                if body.get("prompt_logprobs") is not None
+                else None
+            )
         choice = self._choice(
             body, prompt, gen.completion_ids, gen.logprobs, gen.finish_reason
         )
+        if scored is not None:
+            tok = self.backend.tokenizer
+            choice["prompt_logprobs"] = [None] + [
+                {str(t): {"logprob": lp, "rank": 1, "decoded_token": tok.decode([t])}}
+                for t, lp in zip(prompt[1:], scored, strict=True)
+            ]
         if self.routing and gen.routing is not None:
             rows = [*(gen.prompt_routing or []), *gen.routing][
                 start : len(prompt) + len(gen.completion_ids) - 1
