@@ -1,6 +1,6 @@
 """Contracts that a plugin doing nothing, or claiming more than it does, fails: anti-cheat
-(against the real local sandbox), observer, and inference log-probs (against the tiny
-embedded model): test doubles that each break one promise."""
+(against the real local sandbox), observer, inference log-probs (against the tiny embedded
+model) and a filter's resample claim: test doubles that each break one promise."""
 
 from __future__ import annotations
 
@@ -202,3 +202,25 @@ def test_made_up_log_probs_pass_the_shape_contract_but_not_the_models(env, tiny)
 
 def test_an_inference_that_cannot_score_cannot_be_checked(env, tiny):
     assert "ScoresTokens" in breach("inference.logprobs-are-the-models", MadeUp(tiny, scores=False), env)
+
+
+# ------------------------------------------------------------------ filter
+
+
+class Lenient:
+    """Claims a resample budget; keeps every group."""
+
+    resample_budget = 1.0
+
+    def select_tasks(self, tasks: list[Task]) -> list[Task]:
+        return list(tasks)
+
+    def keep_group(self, group: list[TrialResult]) -> bool:
+        return True
+
+
+def test_a_filter_that_claims_to_resample_must_reject_something(env):
+    assert "rejects nothing" in breach("filter.rejects-what-it-resamples", Lenient(), env)
+    lenient = Lenient()
+    lenient.resample_budget = 0.0  # no claim: a filter may keep everything (filter `none`)
+    contract_named("filter.rejects-what-it-resamples").check(lenient, env)

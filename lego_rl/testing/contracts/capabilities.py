@@ -21,7 +21,7 @@ from lego_rl.kinds import (
     UsesReference,
 )
 from lego_rl.testing.contracts import components, model  # noqa: F401  (their contracts run first)
-from lego_rl.testing.contracts.base import ContractEnv, contract, expect, no_fatal_problems
+from lego_rl.testing.contracts.base import ContractEnv, contract, expect, no_fatal_problems, result
 from lego_rl.testing.contracts.sandbox import started
 
 
@@ -51,6 +51,24 @@ def resample_budget(component: Any, env: ContractEnv) -> None:
             isinstance(budget, int | float) and math.isfinite(budget) and budget >= 0,
             f"resample_budget must be a finite number >= 0, got {budget!r}",
         )
+
+
+@contract("filter", "rejects-what-it-resamples")
+def rejects_what_it_resamples(component: Any, env: ContractEnv) -> None:
+    """a filter with a resample budget > 0 (ResamplesGroups) rejects some group: the budget is that claim"""
+    if not isinstance(component, ResamplesGroups) or not component.resample_budget:
+        return
+    groups = {
+        "all passed": [result(1.0, "a"), result(1.0, "b")],
+        "all failed": [result(0.0, "a"), result(0.0, "b")],
+        "mixed": [result(1.0, "a"), result(0.0, "b")],
+    }
+    kept = {name: component.keep_group(group) for name, group in groups.items()}
+    expect(
+        not all(kept.values()),
+        f"resample_budget is {component.resample_budget}, but keep_group kept every group ({', '.join(kept)}): "
+        "a filter that rejects nothing has nothing to resample",
+    )
 
 
 @contract("anticheat", "shell-checks")
