@@ -16,9 +16,10 @@ quickstart: setup
 test: setup
 	$(VENV)/bin/python -m pytest -n auto --dist loadfile $(PYTEST_ARGS)
 
-# ruff with pyproject.toml's configuration (tests/test_lint.py runs the same check)
+# ruff and mypy with pyproject.toml's configuration (tests/test_lint.py, tests/test_types.py run the same)
 lint: setup
 	$(VENV)/bin/python -m ruff check lego_rl plugins
+	$(VENV)/bin/python -m mypy
 
 schema: setup
 	$(VENV)/bin/legorl schema

@@ -35,6 +35,8 @@ from lego_rl.kinds import Task
 
 FileType = Literal["file", "symlink", "dir", "other", "none"]
 """What the path is in the agent's copy (``none``: it was deleted)."""
+ChangeKind = Literal["added", "modified", "deleted"]
+"""How the agent changed the path."""
 
 SOURCE_EXTENSIONS = frozenset(
     ".py .pyi .pyx .pxd .c .h .cc .cpp .cxx .hpp .hh .rs .go .java .kt .scala .rb .php .js .mjs "
@@ -78,7 +80,7 @@ class FileChange:
     """One path the agent changed (in-sandbox, absolute), as the crossing rules see it."""
 
     path: str
-    kind: Literal["added", "modified", "deleted"]
+    kind: ChangeKind
     type: FileType = "file"
     size: int = 0
 

@@ -6,8 +6,8 @@ A dialect imports from here, never from ``lego_rl.proxy.*`` (whose modules may m
   (OpenAI's error shape), :data:`UNSUPPORTED`;
 - reading a body: :func:`checked`, :func:`chat_request`, :func:`request_sampling` (max tokens,
   temperature, top-p, stop strings), :func:`stream_flag`, :func:`model_name`,
-  :func:`role_of`, :func:`string_field`, :func:`object_field`, :func:`text_of`,
-  :func:`shown`, :data:`Settings`;
+  :func:`role_of` (with :data:`Role`), :func:`string_field`, :func:`object_field`,
+  :func:`text_of`, :func:`shown`, :data:`Settings`;
 - hosted tools (a provider's own tools the policy cannot run): :data:`HostedTools`,
   :func:`hosted_tools_field` (the ``hosted_tools`` option), :func:`hosted`;
 - reading bodies fast (:class:`~lego_rl.kinds.ParsesBodies`): :func:`field_texts`,
@@ -28,6 +28,7 @@ from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
 from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
 from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import (
+    Role,
     Settings,
     chat_request,
     checked,
@@ -52,6 +53,7 @@ __all__ = [
     "HostedTools",
     "MiB",
     "MessageMemo",
+    "Role",
     "Settings",
     "StreamEvent",
     "TextMemo",

@@ -99,7 +99,7 @@ class Registry:
         self._benchmarks: dict[str, tuple[Benchmark, str]] = {}
         self._tokenizers: dict[str, tuple[Callable[[], Any], str]] = {}
         self._attacks: dict[str, tuple[Any, str]] = {}
-        self._tools = {
+        self._tools: dict[str, tuple[dict[str, tuple[Any, str]], str]] = {
             "benchmark": (self._benchmarks, "legorl_register_benchmarks"),
             "tokenizer": (self._tokenizers, "legorl_register_tokenizers"),
             "attack": (self._attacks, "legorl_register_attacks"),

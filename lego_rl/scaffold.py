@@ -115,7 +115,7 @@ def new_plugin(kind: str, name: str, parent: Path) -> Path:
 
 def example_spec(names: PluginNames) -> str:
     """The example spec, with the new plugin in its kind's block."""
-    spec = {key: (list(value) if isinstance(value, list) else value) for key, value in EXAMPLE_SPEC.items()}
+    spec: dict[str, Any] = {key: (list(value) if isinstance(value, list) else value) for key, value in EXAMPLE_SPEC.items()}
     entry: dict[str, Any] = {"plugin": names.name}
     if names.kind in EXAMPLE_OPTIONS:
         entry["options"] = EXAMPLE_OPTIONS[names.kind]

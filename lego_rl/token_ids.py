@@ -18,12 +18,12 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-_CODE = "i"
+_CODE: Final = "i"
 _SIZE = array(_CODE).itemsize
 
 

@@ -137,9 +137,11 @@ def _load(
     latencies: list[Latency] = []
     lock = threading.Lock()
     parts = urlsplit(url)
+    host = parts.hostname
+    assert host is not None, url  # the server's own http://host:port URL
 
     def run(index: int, sid: str, key: str) -> None:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn = http.client.HTTPConnection(host, parts.port, timeout=60)
         conversation = traffic.first(index)
         pauses = pacing.pauses(index)
         time.sleep(pacing.pause * (index % 16) / 16)  # trials start in groups, staggered
@@ -278,16 +280,15 @@ def _serve_load(load: Load) -> dict[str, Any]:
         held = cache_bytes()
         for s in opened:
             server.close_session(s.id)
+        prefixes = server.handler.prefix_cache
+        assert prefixes is not None  # a CallHandler makes one when it is given none
         return run | {
             "cache_bytes": held,
             "cache_bytes_after_close": cache_bytes(),
             "extends_share": sum(c.extends_previous for c in calls) / max(1, len(calls)),
-            "cache": (
-                server.handler.prefix_cache.hits,
-                server.handler.prefix_cache.misses,
-            ),
-            "chunks": dict(server.handler.prefix_cache.chunks.counts),
-            "twin": dict(server.handler.prefix_cache.encoder.counts),
+            "cache": (prefixes.hits, prefixes.misses),
+            "chunks": dict(prefixes.chunks.counts),
+            "twin": dict(prefixes.encoder.counts),
             "renders": dict(server.handler.renderer.counts),
             "template_twin": (
                 dict(twin.counts) if (twin := template_twin(load.tokenizer, None)) else None

@@ -37,7 +37,7 @@ def _find(name: str) -> Benchmark:
     if name in CORE_BENCHMARKS:
         module_name, _, func = CORE_BENCHMARKS[name].partition(":")
         try:
-            return getattr(importlib.import_module(module_name), func)  # type: ignore[no-any-return]
+            return getattr(importlib.import_module(module_name), func)
         except ModuleNotFoundError as exc:
             err.print(f"benchmark {name!r} is not available here: {exc}")
             raise typer.Exit(1) from None

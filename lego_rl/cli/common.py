@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -55,11 +54,11 @@ def print_spec_error(exc: SpecError, console: Console = err) -> None:
         console.print(f"  {escape(path or '(root)')}: {escape(message)}")
 
 
-def reports_errors[F: Callable[..., Any]](command: F) -> F:
+def reports_errors[**P, R](command: Callable[P, R]) -> Callable[P, R]:
     """Expected failures become a message and an exit code, never a traceback."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
         except SpecError as exc:
@@ -69,4 +68,4 @@ def reports_errors[F: Callable[..., Any]](command: F) -> F:
             err.print(f"[red]✗[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_NOT_READY) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper

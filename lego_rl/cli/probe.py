@@ -43,11 +43,12 @@ def probe(
         err.print(f"[red]✗[/red] cannot probe with {escape(str(spec))}: fix the problems above")
         raise typer.Exit(EXIT_NOT_READY)
     options = resolved.block("filter").options if resolved.spec.filter.plugin == "pass-rate" else None
-    k = attempts or getattr(options, "probes", 8)
+    default_attempts: int = getattr(options, "probes", 8)
+    k = attempts or default_attempts
     if file is not None:
         where = file.resolve()
-    elif getattr(options, "file", None):
-        where = BuildContext(spec_dir=spec.resolve().parent).path(options.file)
+    elif filter_file := getattr(options, "file", None):
+        where = BuildContext(spec_dir=spec.resolve().parent).path(filter_file)
     else:
         where = default_path(resolved.spec).resolve()
     rates = run_probe(

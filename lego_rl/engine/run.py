@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import yaml
@@ -195,9 +196,10 @@ def _run_owned(
 
     trainer.run(
         RunContext(
-            spec=spec, run_dir=run_dir, inference=None, optimizer=build("optimizer"), filter=build("filter"),
-            rollout=no_rollout, emit=emit, log=log,
-        )  # type: ignore[arg-type]
+            spec=spec, run_dir=run_dir,
+            inference=None,  # type: ignore[arg-type]  # none here; RunContext.inference is typed for the engine's loop
+            optimizer=build("optimizer"), filter=build("filter"), rollout=no_rollout, emit=emit, log=log,
+        )
     )  # fmt: skip
 
 
@@ -322,5 +324,7 @@ class _progress:
 
         return factory
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(*exc)
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.bar.__exit__(kind, exc, tb)

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.scripted import scripted_trial
-from lego_rl.kinds import ScriptsConformance, Supervises, Task
+from lego_rl.kinds import Harness, ScriptsConformance, Supervises, Task
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import Spec
 from lego_rl.spec.resolve import Resolved
@@ -170,7 +170,7 @@ def record_demonstrations(
             "in task.toml); "
             "the warm start needs them to demonstrate"
         )
-    harness = build("harness")
+    harness: Harness = build("harness")
     if not isinstance(harness, ScriptsConformance):
         raise WarmstartError(f"harness {spec.harness.plugin!r} has no conformance_script(), so it cannot be scripted")
     sandbox, verifier = build("sandbox"), build("verifier")

@@ -130,7 +130,9 @@ def tool_calls(
 
 
 def _from_listed(call: dict[str, Any]) -> ToolCall:
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = call
     args = function.get("arguments", function.get("input", {}))
     if isinstance(args, str):
         try:

@@ -147,7 +147,8 @@ def unpack_routing(entry: Any, columns: Columns, prefix: str = "") -> list[Routi
     if "shape" not in entry:
         return [None] * entry["tokens"]
     layers, k = entry["shape"]
-    experts, at, out = columns[prefix + "experts"].tolist(), 0, []
+    experts, at = columns[prefix + "experts"].tolist(), 0
+    out: list[Routing | None] = []
     for present in columns[prefix + "present"]:
         if not present:
             out.append(None)

@@ -79,11 +79,11 @@ def store_version(run_dir: Path) -> int:
         db.close()
 
 
-def _index_log(path: Path) -> tuple[dict[tuple[str, int], int], dict[str, int]]:
+def _index_log(path: Path) -> tuple[dict[tuple[Any, Any], int], dict[Any, int]]:
     """Byte offsets in a schema-1 events.jsonl of each call line, by (session, index), and of
-    each trial_end line that holds a trajectory, by trial id."""
-    calls: dict[tuple[str, int], int] = {}
-    trials: dict[str, int] = {}
+    each trial_end line that holds a trajectory, by trial id (as the log has them: any JSON)."""
+    calls: dict[tuple[Any, Any], int] = {}
+    trials: dict[Any, int] = {}
     if not path.is_file():
         return calls, trials
     with path.open("rb") as log:

@@ -21,7 +21,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lego_rl.data import CallRecord, Routing, Segment, Trajectory
 from lego_rl.observe.codec import (
@@ -170,13 +170,15 @@ class CallDecoder:
             if prompt_routing is not None and header["route_keep"]:
                 prompt_routing = (base.routing or [])[: header["route_keep"]] + prompt_routing
         fields = {k: v for k, v in light.items() if k not in ("prompt_tokens", "completion_tokens")}
+        # A call's routing was packed from a CallRecord's, which has no unknown (None) token;
+        # CallRecord validates that again here.
         record = CallRecord(
             **fields,
             prompt_ids=prompt,
             completion_ids=TokenIds(columns["completion"]),
             logprobs=tuple(columns["logprobs"].tolist()),
-            routing=unpack_routing(header["routing"], columns, "c."),
-            prompt_routing=prompt_routing,
+            routing=cast("list[Routing] | None", unpack_routing(header["routing"], columns, "c.")),
+            prompt_routing=cast("list[Routing] | None", prompt_routing),
         )
         if header["prompt"]:
             self._contexts[record.index] = context_of(

@@ -32,7 +32,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from lego_rl.data import Termination, attribute
 from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
@@ -405,7 +405,7 @@ def _number(value: Any) -> float | None:
     return float(value) if _finite(value) else None
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -78,7 +78,7 @@ def ids_size(ids: tuple[int, ...]) -> int:
 
 # -------------------------------------------------------------- tentative requests
 
-_UNDO: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
+_UNDO: contextvars.ContextVar[list[Callable[[], object]] | None] = contextvars.ContextVar(
     "legorl_cache_undo", default=None
 )
 
@@ -86,7 +86,7 @@ _UNDO: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.Con
 @contextmanager
 def tentative() -> Iterator[None]:
     """What the block puts in any cache (in this thread) is taken back if the block raises."""
-    undo: list[Callable[[], None]] = []
+    undo: list[Callable[[], object]] = []
     token = _UNDO.set(undo)
     try:
         yield
@@ -98,7 +98,7 @@ def tentative() -> Iterator[None]:
         _UNDO.reset(token)
 
 
-def on_failure(take_back: Callable[[], None]) -> None:
+def on_failure(take_back: Callable[[], object]) -> None:
     """Run ``take_back`` if the enclosing :func:`tentative` block fails (none: nothing)."""
     undo = _UNDO.get()
     if undo is not None:
@@ -111,8 +111,11 @@ def on_failure(take_back: Callable[[], None]) -> None:
 class Budgeted(Protocol):
     """A cache that :func:`cache_bytes` reports."""
 
-    name: str
-    budget: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def budget(self) -> int: ...
 
     @property
     def nbytes(self) -> int: ...
@@ -122,7 +125,7 @@ class Budgeted(Protocol):
         ...
 
 
-_LIVE: weakref.WeakSet[Budgeted] = weakref.WeakSet()  # type: ignore[type-var]
+_LIVE: weakref.WeakSet[Budgeted] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 

@@ -135,7 +135,9 @@ class Encoder:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _direct(self, texts: list[str]) -> list[list[int]]:
-        encodings = self._backend.encode_batch(texts, add_special_tokens=False)  # type: ignore[union-attr]
+        backend = self._backend
+        assert backend is not None  # called only where the backend is known to be there
+        encodings = backend.encode_batch(texts, add_special_tokens=False)
         return [e.ids for e in encodings]
 
     def _usable(self) -> bool:

@@ -16,7 +16,7 @@ limit) gives None: the caller reads the body the ordinary way, whose error says 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import msgspec
 
@@ -70,13 +70,23 @@ class TextMemo(Generic[K, T]):
     system prompt and tool list (~70 KB for Claude Code) are equal call after call, and
     comparing them costs a tenth of hashing them."""
 
+    @overload
+    def __init__(
+        self: TextMemo[bytes, T], parse: Callable[[Any], T], name: str = ..., budget: int = ...
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self, parse: Callable[[Any], T], name: str = ..., budget: int = ..., *, read: Callable[[K], Any]
+    ) -> None: ...
+
     def __init__(
         self,
         parse: Callable[[Any], T],
         name: str = "text-memo",
         budget: int = 32 * MiB,
-        read: Callable[[K], Any] = loads,
-    ):
+        read: Callable[[Any], Any] = loads,
+    ) -> None:
         self.parse, self.read = parse, read
         self.cache: ByteLRU[K, T] = ByteLRU(name, budget)
         self._latest: Entry[K, T] | None = None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.kinds import ChatMessage
-from lego_rl.proxy.budgets import ByteLRU, MiB, size_of
+from lego_rl.proxy.budgets import ByteLRU, Entry, MiB, size_of
 from lego_rl.proxy.jsonio import dumps, loads
 from lego_rl.proxy.jsontexts import item_texts
 
@@ -109,7 +109,8 @@ class MessageMemo:
         decides its value, so those items are the earlier array's. Only the items after them
         are read (:func:`lego_rl.proxy.jsonio.loads`; ValueError when one is not JSON)."""
         candidates = self.arrays.scoped(scope)
-        known, new = None, None
+        known: Entry[tuple[str, int], _Array] | None = None
+        new: list[bytes] | None = None
         for entry in candidates:
             head = entry.value.head
             if known is not None and len(head) <= len(known.value.head):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from lego_rl.data import Sampling
 from lego_rl.kinds import ChatMessage, ChatRequest
@@ -60,16 +60,18 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def role_of(raw: dict[str, Any], roles: Mapping[str, str], param: str) -> str:
+Role = Literal["system", "user", "assistant", "tool"]
+"""A neutral message role (:attr:`lego_rl.kinds.ChatMessage.role`): what a dialect's role
+table maps its own roles to (:func:`role_of`)."""
+
+
+def role_of[R: str](raw: dict[str, Any], roles: Mapping[str, R], param: str) -> R:
     """The neutral role of a message's ``role`` (a key of ``roles``); a BadRequest otherwise."""
     role = raw.get("role")
     found = roles.get(role) if isinstance(role, str) else None
-    require(
-        found is not None,
-        f"unsupported role {shown(role)} (use one of {', '.join(roles)})",
-        f"{param}.role",
-    )
-    return found  # type: ignore[return-value]
+    if found is None:
+        raise BadRequest(f"unsupported role {shown(role)} (use one of {', '.join(roles)})", param=f"{param}.role")
+    return found
 
 
 def string_field(raw: dict[str, Any], key: str, param: str) -> str:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from lego_rl.data import ABORTED, CLIENT_DISCONNECT, CallRecord, Generation, Sampling
 from lego_rl.kinds import (
@@ -144,7 +144,7 @@ def system_prompt(request: ChatRequest) -> str:
 def to_completion(
     parsed: ParsedCompletion, gen: Generation, prompt_tokens: int, stop_sequence: str | None = None
 ) -> ChatCompletion:
-    finish = "length" if gen.finish_reason == "length" else "stop"
+    finish: Literal["length", "stop"] = "length" if gen.finish_reason == "length" else "stop"
     return ChatCompletion(
         content=parsed.content,
         reasoning=parsed.reasoning,

@@ -117,13 +117,12 @@ def qwen3_coder_call(block: str, schemas: dict[str, dict[str, Any]]) -> dict[str
     params = schemas.get(name, {}).get("properties")
     params = params if isinstance(params, dict) else {}  # a request's schema, as it was sent
     arguments: dict[str, Any] = {}
-    rest = CODER_PARAMETER.sub(
-        lambda m: (
-            arguments.__setitem__(m.group(1), _coder_value(m.group(2), params.get(m.group(1))))
-            or ""
-        ),
-        body,
-    )
+
+    def take(m: re.Match[str]) -> str:
+        arguments[m.group(1)] = _coder_value(m.group(2), params.get(m.group(1)))
+        return ""
+
+    rest = CODER_PARAMETER.sub(take, body)
     return {"name": name, "arguments": arguments} if not rest.strip() else None
 
 

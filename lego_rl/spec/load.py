@@ -44,11 +44,10 @@ class _SpecEnv(BaseSettings):
     )
 
 
-_SPEC_ENV = create_model(  # type: ignore[call-overload]
-    "SpecEnv",
-    __base__=_SpecEnv,
-    **{name: (dict[str, Any] | None, None) for name in Spec.model_fields if name != "version"},
-)
+_SPEC_ENV_FIELDS: dict[str, Any] = {  # (type, default) per field: a type as a value is no TypeForm to mypy
+    name: (dict[str, Any] | None, None) for name in Spec.model_fields if name != "version"
+}
+_SPEC_ENV = create_model("SpecEnv", __base__=_SpecEnv, **_SPEC_ENV_FIELDS)
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> list[str]:

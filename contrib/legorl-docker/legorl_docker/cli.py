@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 CLI_TIMEOUT = 300.0
 """Seconds a plain docker command (create, cp, commit, rm) may take."""
@@ -74,8 +74,8 @@ class Docker:
     def text(self, *args: str, timeout: float | None = CLI_TIMEOUT) -> str:
         return self.run(*args, timeout=timeout).stdout.decode(errors="replace").strip()
 
-    def popen(self, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self.argv(*args), env=self.env, **kwargs)  # type: ignore[call-overload]
+    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv(*args), env=self.env, **kwargs)
 
     def image_exists(self, ref: str) -> bool:
         return self.run("image", "inspect", "--format", "{{.Id}}", ref, check=False, timeout=60).returncode == 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from lego_rl.crossing import ChangeKind
 from lego_rl.data import SandboxFailure
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult
 from legorl_docker import procs
@@ -275,10 +276,10 @@ class Container:
                     raise FileNotFoundError(f"{src} does not exist in container {self.name}")
                 raise DockerError(["docker", "cp", f"{self.name}:{src}", "-"], code, message)
 
-    def diff(self) -> list[tuple[str, str]]:
+    def diff(self) -> list[tuple[ChangeKind, str]]:
         """(kind, path) of what changed since the image: added | modified | deleted."""
-        kinds = {"A": "added", "C": "modified", "D": "deleted"}
-        found = []
+        kinds: dict[str, ChangeKind] = {"A": "added", "C": "modified", "D": "deleted"}
+        found: list[tuple[ChangeKind, str]] = []
         for line in self.docker.text("diff", self.id, timeout=600).splitlines():
             mark, _, path = line.partition(" ")
             if mark in kinds and path:

@@ -137,7 +137,8 @@ class TaskImages:
         stages: set[str] = set()
         replaced: dict[str, str] = {}
         rewritten: dict[int, str] = {}
-        workdir, roots = "/", []
+        workdir = "/"
+        roots: list[str] = []
         seen_from = False
         for ins in instructions:
             if ins.keyword == "ARG" and not seen_from:

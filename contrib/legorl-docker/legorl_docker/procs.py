@@ -15,6 +15,7 @@ import glob
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable
 
 KILL_ROUNDS = 50
 """Kill-and-look-again rounds (a fork bomb refills the tree while it is being killed)."""
@@ -131,7 +132,7 @@ def leftovers(init: int, keep: set[int]) -> list[int]:
     return found
 
 
-def kill_trees(collect: callable, settle: float = 5.0) -> int:  # type: ignore[valid-type]
+def kill_trees(collect: Callable[[], Iterable[int]], settle: float = 5.0) -> int:
     """SIGKILL what ``collect()`` returns until it returns nothing (or ``settle`` seconds
     pass); how many were killed."""
     killed: set[int] = set()

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from legorl_std.sandbox_limits import Limits
 
-from lego_rl.crossing import CrossingPolicy
+from lego_rl.crossing import ChangeKind, CrossingPolicy
 from lego_rl.kinds import ExecResult, Task
 from legorl_docker import verify
 from legorl_docker.cli import Docker
@@ -107,7 +107,7 @@ class DockerSandbox:
         self._relays: dict[str, SocketRelay] = {}
         self._upstream: tuple[str, int] | None = None
         self._provided: list[Path] = []
-        self._earlier: list[tuple[str, str]] = []
+        self._earlier: list[tuple[ChangeKind, str]] = []
         """docker diff of containers this phase replaced before sealing (re-created for binds)."""
         self._sealed = False
         self._stopped = False
@@ -282,7 +282,13 @@ class DockerSandbox:
                 shutil.rmtree(store, ignore_errors=True)
             self._container, self.phase, self._provided = fresh, "verify", []
             if container is not None:
-                self._in_background(lambda: (self._keep_logs(container, "agent"), self._remove(container)))
+                agent = container
+
+                def retire() -> None:
+                    self._keep_logs(agent, "agent")
+                    self._remove(agent)
+
+                self._in_background(retire)
             self.timings["to_verify"] = time.monotonic() - start
             own = [(k, p) for k, p in diff if any(_under(p, r) for r in self.image.roots)]
             return {

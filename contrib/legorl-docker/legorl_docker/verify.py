@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lego_rl.crossing import Crossing, CrossingLimit, CrossingPolicy, FileChange, FileType
+from lego_rl.crossing import ChangeKind, Crossing, CrossingLimit, CrossingPolicy, FileChange, FileType
 from legorl_docker.cli import DockerError
 from legorl_docker.container import Container
 
@@ -37,10 +37,12 @@ class AgentTree:
     """A changed directory's permission bits (a crossing file's new parent needs them)."""
 
 
-def merge(earlier: list[tuple[str, str]], later: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def merge(
+    earlier: list[tuple[ChangeKind, str]], later: list[tuple[ChangeKind, str]]
+) -> list[tuple[ChangeKind, str]]:
     """Two ``docker diff`` lists, the later taken on a container created from a commit of the
     earlier one, as one list relative to the earlier one's image."""
-    kinds = dict((path, kind) for kind, path in earlier)
+    kinds: dict[str, ChangeKind] = dict((path, kind) for kind, path in earlier)
     for kind, path in later:
         before = kinds.get(path)
         if before is None:
@@ -56,7 +58,7 @@ def merge(earlier: list[tuple[str, str]], later: list[tuple[str, str]]) -> list[
 
 
 def read_agent_tree(
-    container: Container, diff: list[tuple[str, str]], policy: CrossingPolicy, store: Path
+    container: Container, diff: list[tuple[ChangeKind, str]], policy: CrossingPolicy, store: Path
 ) -> AgentTree:
     """What each changed path is now in ``container``; the bytes of the files that cross."""
     wanted = {path: kind for kind, path in diff}
@@ -85,7 +87,7 @@ def read_agent_tree(
                     found[path] = (what, member.size if what == "file" else 0)
                     if what == "dir":
                         tree.dirs[path] = member.mode & MODE_BITS
-                    crosses = policy.rule(FileChange(path, kind, what, member.size)) == ""  # type: ignore[arg-type]
+                    crosses = policy.rule(FileChange(path, kind, what, member.size)) == ""
                     if what == "file" and crosses and stored <= policy.max_bytes:
                         source = stream.extractfile(member)
                         if source is not None:
@@ -98,10 +100,10 @@ def read_agent_tree(
         if kind == "deleted":
             tree.changes.append(FileChange(path, "deleted", "none", 0))
         elif not any(_under(path, r) for r in policy.roots):
-            tree.changes.append(FileChange(path, kind, "file", 0))  # type: ignore[arg-type]  # outside: dropped
+            tree.changes.append(FileChange(path, kind, "file", 0))  # outside: dropped
         else:
             what, size = found.get(path, ("other", 0))
-            tree.changes.append(FileChange(path, kind, what, size))  # type: ignore[arg-type]
+            tree.changes.append(FileChange(path, kind, what, size))
     return tree
 
 

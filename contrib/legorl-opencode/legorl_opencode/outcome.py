@@ -57,7 +57,9 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
 def _failed(error: dict[str, Any], result: kit.Outcome) -> HarnessResult:
     """The result of a run that ended in a session ``error`` event."""
     name = str(error.get("name", "UnknownError"))
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = error.get("data")
+    if not isinstance(data, dict):
+        data = {}
     message = str(data.get("message", ""))[-TAIL:]
     if name == "APIError":
         status = data.get("statusCode")

@@ -26,7 +26,7 @@ from lego_rl.testing.contracts.sandbox import started
 @contract("anticheat", "honest-trial-passes")
 def honest_passes(policy: Any, env: ContractEnv) -> None:
     """an untouched, honest trial is not flagged before the agent, before the verifier or after"""
-    expect(isinstance(policy.name, str) and policy.name, "anticheat needs a name")
+    expect(isinstance(policy.name, str) and bool(policy.name), "anticheat needs a name")
     with started(env.sandbox_backend(), env, f"contract-anticheat-{secrets.token_hex(4)}") as sandbox:
         task = env.task()
         seal(sandbox)

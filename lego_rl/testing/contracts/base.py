@@ -152,8 +152,9 @@ def example_options(plugin: PluginInfo, env: ContractEnv) -> BaseModel:
     if plugin.kind == "tasks":
         candidates.append({"path": str(env.tasks_dir)})
     extra = plugin.options.model_config.get("json_schema_extra")
-    if isinstance(extra, dict):
-        candidates.extend(extra.get("examples", []))
+    examples = extra.get("examples", []) if isinstance(extra, dict) else []
+    if isinstance(examples, list):
+        candidates.extend(e for e in examples if isinstance(e, dict))
     errors = []
     for raw in candidates:
         try:

@@ -56,6 +56,7 @@ def resample_budget(component: Any, env: ContractEnv) -> None:
 @contract("filter", "rejects-what-it-resamples")
 def rejects_what_it_resamples(component: Any, env: ContractEnv) -> None:
     """a filter with a resample budget > 0 (ResamplesGroups) rejects some group: the budget is that claim"""
+    keep_group = component.keep_group  # the Filter's, read before isinstance narrows the name
     if not isinstance(component, ResamplesGroups) or not component.resample_budget:
         return
     groups = {
@@ -63,7 +64,7 @@ def rejects_what_it_resamples(component: Any, env: ContractEnv) -> None:
         "all failed": [result(0.0, "a"), result(0.0, "b")],
         "mixed": [result(1.0, "a"), result(0.0, "b")],
     }
-    kept = {name: component.keep_group(group) for name, group in groups.items()}
+    kept = {name: keep_group(group) for name, group in groups.items()}
     expect(
         not all(kept.values()),
         f"resample_budget is {component.resample_budget}, but keep_group kept every group ({', '.join(kept)}): "
@@ -97,14 +98,15 @@ def shell_checks(policy: Any, env: ContractEnv) -> None:
 def rng_state(component: Any, env: ContractEnv) -> None:
     """where offered, set_rng_state(get_rng_state()) makes the next sample repeat"""
     no_fatal_problems(component)  # an unfinished backend fails every behavioural contract
+    inference: Any = component  # the Inference beside the capability (isinstance narrows the name)
     if not isinstance(component, RestoresRngState):
         return
-    tok = component.tokenizer
+    tok = inference.tokenizer
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
     ids = list(tok.encode(text, add_special_tokens=False))
     sampling = Sampling(max_tokens=8, temperature=1.0)
     state = component.get_rng_state()
-    first = list(component.generate(ids, sampling).completion_ids)
+    first = list(inference.generate(ids, sampling).completion_ids)
     component.set_rng_state(state)
-    again = list(component.generate(ids, sampling).completion_ids)
+    again = list(inference.generate(ids, sampling).completion_ids)
     expect(first == again, f"after set_rng_state the sample was {again}, the first one {first}")

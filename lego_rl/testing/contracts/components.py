@@ -21,6 +21,7 @@ from lego_rl.testing.contracts.base import (
     satisfies_protocol,
 )
 from lego_rl.testing.contracts.sandbox import started
+from lego_rl.token_ids import TokenIds
 
 
 def _structure(kind: str) -> None:
@@ -90,7 +91,8 @@ def advantages(component: Any, env: ContractEnv) -> None:
 def takes_events(component: Any, env: ContractEnv) -> None:
     """emit() accepts every event kind of a run, then close() returns"""
     record = CallRecord(
-        session="t", index=0, dialect="openai-chat", prompt_ids=[1], completion_ids=[2], logprobs=[-0.1]
+        session="t", index=0, dialect="openai-chat", prompt_ids=TokenIds.of([1]), completion_ids=TokenIds.of([2]),
+        logprobs=(-0.1,),
     )
     for kind, data in (
         ("run_start", {"run_dir": str(env.tmp)}),
@@ -112,7 +114,7 @@ def leaves_trace(component: Any, env: ContractEnv) -> None:
     """a step it saw can be found afterwards: in a file under the run directory, or served (Serves)"""
     run_dir = env.build_context().run_dir
     assert run_dir is not None
-    events = [
+    events: list[tuple[str, dict[str, Any]]] = [
         ("run_start", {"run_dir": str(run_dir)}),
         ("step", {"step": 1, "reward_mean": 0.5, PROBE_METRIC: 0.625}),
     ]

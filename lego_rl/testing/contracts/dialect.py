@@ -39,7 +39,7 @@ STREAMED = "Streamed token by token: five."
 def structure(dialect: Any, env: ContractEnv) -> None:
     """it has the Dialect shape and serves at least one route under the session root"""
     satisfies_protocol(dialect, "dialect")
-    expect(isinstance(dialect.name, str) and dialect.name, "dialect needs a name")
+    expect(isinstance(dialect.name, str) and bool(dialect.name), "dialect needs a name")
     routes = list(dialect.routes)
     expect(bool(routes), "dialect must serve at least one route")
     for method, path in routes:

@@ -32,7 +32,7 @@ def structure(harness: Any, env: ContractEnv) -> None:
     """it has the Harness shape and speaks an installed dialect"""
     satisfies_protocol(harness, "harness")
     problems(harness)
-    expect(isinstance(harness.dialect, str) and harness.dialect, "harness needs a dialect")
+    expect(isinstance(harness.dialect, str) and bool(harness.dialect), "harness needs a dialect")
     expect(
         harness.dialect in env.registry.names("dialect"),
         f"harness speaks {harness.dialect!r}, which no installed dialect plugin serves",

@@ -98,7 +98,7 @@ def supervise_model(
     started = time.perf_counter()
     epochs: list[float] = []
     for epoch in range(plan.epochs):
-        total, tokens = 0.0, 0
+        total, tokens = 0.0, 0.0
         for ids, attention, reply, weight in order.sample(batches, len(batches)):
             logprobs = token_logprobs(model, ids, attention, where=reply, vocab=vocab, share_prefix=True)
             count = float((reply[:, 1:].sum(dim=1) * weight).sum())

@@ -164,10 +164,10 @@ def main(args: list[str]) -> dict[str, Any]:
     parser.add_argument("--options", default="{}", help="The backend's options, as a JSON object.")
     opts = parser.parse_args(args)
     if opts.backend and opts.backend != "local":
-        figures = compare(opts.backend, json.loads(opts.options), opts.trials)
-        for line in (f"{k}: {v}" for k, v in figures.items()):
+        compared = compare(opts.backend, json.loads(opts.options), opts.trials)
+        for line in (f"{k}: {v}" for k, v in compared.items()):
             print(line)
-        return figures
+        return compared
     root = Path(tempfile.mkdtemp(prefix="legorl-bench-sandbox-", dir="/var/tmp"))
     small, large = make_task(root, 10), make_task(root, 10_000)
     ctx = BuildContext(run_dir=root / "run")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -253,7 +254,7 @@ class AnthropicDialect:
     (:mod:`lego_rl.proxy.jsontexts`), so what a call re-sends is recognised, not parsed."""
 
     name = "anthropic-messages"
-    routes = (("POST", "/v1/messages"),)
+    routes: Sequence[tuple[str, str]] = (("POST", "/v1/messages"),)
     count_tokens_route = ("POST", "/v1/messages/count_tokens")
 
     def __init__(self, options: AnthropicOptions | None = None) -> None:
@@ -276,6 +277,7 @@ class AnthropicDialect:
             "messages must be a non-empty list",
             "messages",
         )
+        assert isinstance(raw_messages, list)  # require() raised otherwise
         tools = body.get("tools")
         head = _system_head(body.get("system"))
         messages = self.memo.parse(raw_messages)
@@ -389,7 +391,7 @@ class AnthropicStream:
         return out + self._send("content_block_start", index=self.index, content_block=block)
 
     def start(self, prompt_tokens: int) -> str:
-        message = {
+        message: dict[str, Any] = {
             "id": self.id,
             "type": "message",
             "role": "assistant",

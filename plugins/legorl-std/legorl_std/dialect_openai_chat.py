@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -25,6 +26,7 @@ from lego_rl.dialect_kit import (
     FieldTexts,
     HostedTools,
     MessageMemo,
+    Role,
     Settings,
     StreamEvent,
     TextMemo,
@@ -50,7 +52,7 @@ from lego_rl.dialect_kit import (
 from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.registry import BuildContext
 
-ROLES = {
+ROLES: dict[str, Role] = {
     "system": "system",
     "developer": "system",
     "user": "user",
@@ -75,6 +77,7 @@ def _tool_call(call: Any, param: str) -> dict[str, Any]:
         "each tool call needs a function with a name",
         param,
     )
+    assert isinstance(function, dict)  # require() raised otherwise
     arguments = function.get("arguments", "{}")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
@@ -92,7 +95,7 @@ def _message(raw: Any, param: str) -> ChatMessage:
     require(isinstance(calls, list), "tool_calls must be a list", f"{param}.tool_calls")
     reasoning = raw.get("reasoning_content") or raw.get("reasoning") or ""
     return ChatMessage(
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=text_of(raw.get("content"), f"{param}.content"),
         reasoning=reasoning if isinstance(reasoning, str) else "",
         tool_calls=[_tool_call(c, f"{param}.tool_calls[{i}]") for i, c in enumerate(calls)],
@@ -163,7 +166,7 @@ class OpenAIChatDialect:
     by their bytes, not parsed again."""
 
     name = "openai-chat"
-    routes = (("POST", "/v1/chat/completions"),)
+    routes: Sequence[tuple[str, str]] = (("POST", "/v1/chat/completions"),)
 
     def __init__(self, options: OpenAIChatOptions | None = None) -> None:
         self.options = options or OpenAIChatOptions()
@@ -182,6 +185,7 @@ class OpenAIChatDialect:
             "messages must be a non-empty list",
             "messages",
         )
+        assert isinstance(messages, list)  # require() raised otherwise
         _choices(body)
         parsed = [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
         tools, dropped = (

@@ -30,6 +30,7 @@ from lego_rl.dialect_kit import (
     HostedTools,
     MessageMemo,
     MiB,
+    Role,
     Settings,
     StreamEvent,
     TextMemo,
@@ -57,7 +58,7 @@ from lego_rl.kinds import ChatCompletion, ChatMessage, ChatRequest
 from lego_rl.registry import BuildContext
 
 T = TypeVar("T")
-ROLES = {
+ROLES: dict[str, Role] = {
     "user": "user",
     "assistant": "assistant",
     "system": "system",
@@ -87,7 +88,7 @@ def _item(item: Any, index: int) -> list[ChatMessage]:
     if kind == "message":
         role = role_of(item, ROLES, param)
         text = _text_parts(item.get("content"), f"{param}.content")
-        return [ChatMessage(role=role, content=text)]  # type: ignore[arg-type]
+        return [ChatMessage(role=role, content=text)]
     if kind == "reasoning":
         parts = item.get("content") or item.get("summary") or []
         return [ChatMessage(role="assistant", reasoning=_text_parts(parts, f"{param}.content"))]
@@ -270,7 +271,7 @@ class OpenAIResponsesDialect:
     tool list are recognised by their bytes, not parsed again."""
 
     name = "openai-responses"
-    routes = (("POST", "/v1/responses"),)
+    routes: Sequence[tuple[str, str]] = (("POST", "/v1/responses"),)
 
     def __init__(self, options: OpenAIResponsesOptions | None = None) -> None:
         self.options = options or OpenAIResponsesOptions()

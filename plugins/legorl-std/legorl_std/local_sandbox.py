@@ -440,9 +440,9 @@ class LocalSandbox:
             self._fresh_dir(path)
         if self.user:
             for point in self.image.mount_points:
-                for path in (self.host_path(point), self.host_path(point) / ".git"):
-                    if path.is_dir() and not path.is_symlink():
-                        os.chown(path, *self.user)
+                for host in (self.host_path(point), self.host_path(point) / ".git"):
+                    if host.is_dir() and not host.is_symlink():
+                        os.chown(host, *self.user)
 
     # ------------------------------------------------------------------ Sandbox protocol
 

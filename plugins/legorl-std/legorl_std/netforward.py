@@ -15,6 +15,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from typing import TypedDict
 
 
 def relay(a: socket.socket, b: socket.socket) -> None:
@@ -52,6 +53,14 @@ def serve(listener: socket.socket, connect: Callable[[], socket.socket]) -> None
         threading.Thread(target=relay, args=(client, upstream), daemon=True).start()
 
 
+class _Made(TypedDict, total=False):
+    """What the relay's namespace thread made: the namespace and its listener, or the error."""
+
+    fd: int
+    listener: socket.socket
+    error: OSError
+
+
 class NetnsRelay:
     """A loopback-only network namespace whose ``127.0.0.1:port`` is relayed to ``(host, port)``.
 
@@ -62,18 +71,18 @@ class NetnsRelay:
 
     def __init__(self, port: int, host: str, host_port: int):
         self.address = (host, host_port)
-        made: dict[str, object] = {}
+        made: _Made = {}
         thread = threading.Thread(target=self._enter, args=(port, made), name="netns-relay")
         thread.start()
         thread.join()
         if "error" in made:
             raise OSError(f"cannot make a network namespace for the relay: {made['error']}")
-        self.ns_fd: int = made["fd"]  # type: ignore[assignment]
-        self._listener: socket.socket = made["listener"]  # type: ignore[assignment]
+        self.ns_fd: int = made["fd"]
+        self._listener: socket.socket = made["listener"]
         threading.Thread(target=serve, args=(self._listener, self._connect), daemon=True).start()
 
     @staticmethod
-    def _enter(port: int, made: dict[str, object]) -> None:
+    def _enter(port: int, made: _Made) -> None:
         try:
             os.unshare(os.CLONE_NEWNET)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

@@ -105,7 +105,7 @@ class TrialCgroup:
     """controller -> the limit set (MB, processes, CPUs)"""
 
     @classmethod
-    def create(cls, name: str, *, memory_mb: int | None, cpus: float | None, nproc: int | None) -> TrialCgroup:
+    def create(cls, name: str, *, memory_mb: float | None, cpus: float | None, nproc: int | None) -> TrialCgroup:
         """Make ``name`` under our own cgroup for each wanted controller the host offers."""
         wanted = {"memory": memory_mb, "pids": nproc, "cpu": cpus}
         made = cls({}, {})

@@ -51,7 +51,7 @@ class Snapshot(Protocol):
 
     def mount(self) -> None: ...
 
-    def seal(self) -> Path:
+    def seal(self) -> Sealed:
         """Freeze the current state as the starting state: the snapshot is no longer written,
         and what it returns is a base for new snapshots (``base=``) and their ``view``."""
         ...
@@ -290,12 +290,16 @@ class CopySnapshot:
 
     def changes(self) -> list[Change]:
         found: list[Change] = []
-        for base, other, kind in ((self.merged, self.lower, "added"), (self.lower, self.merged, "deleted")):
+        sides: tuple[tuple[Path, Path, Literal["added", "deleted"]], ...] = (
+            (self.merged, self.lower, "added"),
+            (self.lower, self.merged, "deleted"),
+        )
+        for base, other, kind in sides:
             for directory, _dirs, files in os.walk(base):
                 for name in files:
                     rel = os.path.relpath(os.path.join(directory, name), base)
                     if not os.path.lexists(other / rel):
-                        found.append(Change("/" + rel, kind))  # type: ignore[arg-type]
+                        found.append(Change("/" + rel, kind))
                     elif kind == "added" and not _same(self.lower / rel, self.merged / rel):
                         found.append(Change("/" + rel, "modified"))
         return sorted(found, key=lambda c: c.path)

@@ -8,6 +8,7 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +59,7 @@ class JsonlObserver:
         self.rotate_bytes = rotate_bytes
         self.details = details
         self._lock = threading.Lock()
-        self._file = None
+        self._file: TextIO | None = None
 
     def emit(self, event: Event) -> None:
         line = json.dumps(

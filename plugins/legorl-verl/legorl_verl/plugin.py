@@ -24,7 +24,7 @@ def plan_details(options: VerlTrainerOptions, ctx: BuildContext) -> dict[str, An
     return VerlTrainer(options, ctx).plan_details(ctx.spec)
 
 
-verl.plan_details = plan_details  # type: ignore[attr-defined]
+verl.plan_details = plan_details  # type: ignore[attr-defined]  # the factory offers PlanDetails: mypy allows no attribute set on a function
 
 
 @hookimpl
