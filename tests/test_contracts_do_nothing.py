@@ -224,3 +224,56 @@ def test_a_filter_that_claims_to_resample_must_reject_something(env):
     lenient = Lenient()
     lenient.resample_budget = 0.0  # no claim: a filter may keep everything (filter `none`)
     contract_named("filter.rejects-what-it-resamples").check(lenient, env)
+
+
+# ------------------------------------------------------------------ trainer
+
+
+class Steps:
+    """Rolls out and reports each step; ``push``: hands inference back the weights it has."""
+
+    def __init__(self, push: bool) -> None:
+        self.push = push
+
+    def preflight(self) -> list[Any]:
+        return []
+
+    def run(self, ctx: Any) -> None:
+        for step in range(ctx.spec.run.steps):
+            ctx.rollout(step)
+            if self.push:
+                ctx.inference.load_weights(ctx.inference.state_dict(), step + 1)
+            ctx.event("step", step=step, loss=0.0)
+
+
+class IdleTrainer(Steps):
+    def run(self, ctx: Any) -> None:
+        pass
+
+
+def embedded_trainer(env: ContractEnv) -> Any:
+    from legorl_embedded.trainer import EmbeddedTrainer
+
+    class ForgetsOptimizer(EmbeddedTrainer):
+        """Resumes the weights but not AdamW's moments."""
+
+        def _resume(self, ctx: Any, model: Any, opt: Any, schedule: Any) -> int:
+            first = super()._resume(ctx, model, opt, schedule)
+            opt.state.clear()
+            return first
+
+    info = env.registry.get("trainer", "embedded")
+    return ForgetsOptimizer(info.options.model_validate({"lr": 1e-2}), env.build_context())
+
+
+def test_a_trainer_that_does_nothing_fails_to_train(env):
+    assert "reported 0 step events" in breach("trainer.trains", IdleTrainer(push=False), env)
+
+
+def test_a_step_must_hand_inference_new_weights(env):
+    assert "never handed weights" in breach("trainer.trains", Steps(push=False), env)
+    assert "weights did not change" in breach("trainer.trains", Steps(push=True), env)
+
+
+def test_a_resume_must_restore_all_the_training_state(env):
+    assert "final weights differ" in breach("trainer.resumes-bitwise", embedded_trainer(env), env)

@@ -16,9 +16,9 @@ from lego_rl.kinds import KINDS
 from lego_rl.scaffold import ScaffoldError, new_plugin, plugin_names
 from lego_rl.testing.contracts import contracts_for
 
-UNFINISHED = {"harness", "sandbox", "inference"}
+UNFINISHED = {"harness", "sandbox", "inference", "trainer"}
 """Templates that need what only their author knows (the launch command, how a sandbox starts,
-how the model samples): as generated they pass the structural contract and fail the others."""
+how the model samples, how the policy updates): as generated they pass the structural contract and fail the others."""
 
 
 def _name(kind: str) -> str:

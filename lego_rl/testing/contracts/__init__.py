@@ -17,6 +17,7 @@ from lego_rl.testing.contracts import (  # noqa: F401  (importing registers thei
     sandbox_isolation,
     sandbox_redteam,
     sandbox_verification,
+    trainer,
 )
 from lego_rl.testing.contracts.base import (
     PROTOCOLS,

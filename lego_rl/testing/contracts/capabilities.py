@@ -28,6 +28,7 @@ from lego_rl.testing.contracts.sandbox import started
 @contract("trainer", "owns-rollout")
 def owns_rollout(trainer: Any, env: ContractEnv) -> None:
     """where declared, owns_rollout is True (declaring it is the claim)"""
+    no_fatal_problems(trainer)  # an unfinished trainer fails every behavioural contract
     if isinstance(trainer, OwnsRollout):
         expect(
             trainer.owns_rollout is True,
