@@ -17,8 +17,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from legorl_std.harbor_tasks import load_task
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.tasks.harbor_dir import load_task
 
 from lego_rl.data import Termination
 from lego_rl.engine.trial import provide_harness_files

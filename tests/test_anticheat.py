@@ -17,7 +17,7 @@ from legorl_std.anticheat.no_network import NoNetwork
 from legorl_std.anticheat.process_reaper import ProcessReaper
 from legorl_std.anticheat.reward_guard import RewardGuard
 from legorl_std.anticheat.test_guard import TestGuard
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.anticheat_checks import CheckError, phase_violations, run_checks
 from lego_rl.data import TrialResult

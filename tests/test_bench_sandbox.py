@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from legorl_std.bench_sandbox import main
+from legorl_std.sandbox.bench import main
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),

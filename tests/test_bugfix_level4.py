@@ -15,8 +15,15 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from legorl_std.bugfix import GeneratorError, generate_task, generate_tasks, write_task
-from legorl_std.bugfix.candidates import ARITHMETIC, COMPARISON, INTEGER, alternatives, apply_rewrite, rewrite_command
+from legorl_std.tasks.bugfix import GeneratorError, generate_task, generate_tasks, write_task
+from legorl_std.tasks.bugfix.candidates import (
+    ARITHMETIC,
+    COMPARISON,
+    INTEGER,
+    alternatives,
+    apply_rewrite,
+    rewrite_command,
+)
 
 from lego_rl.engine.warmstart import demonstration_commands
 from lego_rl.kinds import Task

@@ -12,10 +12,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-import legorl_std.bugfix.harbor as harbor
-import legorl_std.bugfix_tasks as bugfix_tasks
+import legorl_std.tasks.bugfix.harbor as harbor
+import legorl_std.tasks.bugfix_source as bugfix_tasks
 import pytest
-from legorl_std.bugfix import (
+from legorl_std.tasks.bugfix import (
     BUG_KINDS,
     GeneratorError,
     ensure_tasks,
@@ -23,10 +23,10 @@ from legorl_std.bugfix import (
     generate_tasks,
     write_task,
 )
-from legorl_std.bugfix.__main__ import main as cli_main
-from legorl_std.bugfix.generate import build_task, draw_names
-from legorl_std.bugfix.templates import TEMPLATES
-from legorl_std.bugfix_tasks import BugfixOptions, BugfixTasks
+from legorl_std.tasks.bugfix.__main__ import main as cli_main
+from legorl_std.tasks.bugfix.generate import build_task, draw_names
+from legorl_std.tasks.bugfix.templates import TEMPLATES
+from legorl_std.tasks.bugfix_source import BugfixOptions, BugfixTasks
 from pydantic import ValidationError
 
 from lego_rl.kinds import Task, TaskSource
@@ -182,8 +182,8 @@ def test_cli_prints_tasks(capsys: pytest.CaptureFixture[str]):
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_real_sandbox_and_verifier(tmp_path: Path):
-    from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-    from legorl_std.test_script import ScriptVerifier
+    from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+    from legorl_std.verifier.test_script import ScriptVerifier
 
     backend = LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))
     source = BugfixTasks(BugfixOptions(count=2, seed=11, kinds=["off-by-one", "swapped-args"]), tmp_path / "c")

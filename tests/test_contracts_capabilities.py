@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import ChatRequest, Check, Sandbox, Task, Violation

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.kinds import ExecResult, Task
 from lego_rl.registry import default_registry

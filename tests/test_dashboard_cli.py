@@ -32,7 +32,7 @@ def test_dashboard_refuses_without_a_run_or_a_token(tmp_path: Path) -> None:
 
 
 def test_observer_serves_the_run_while_it_goes(tmp_path: Path) -> None:
-    from legorl_std.dashboard_observer import DashboardOptions, dashboard
+    from legorl_std.observers.dashboard import DashboardOptions, dashboard
 
     store = RunStore(tmp_path)
     observer = dashboard(DashboardOptions(port=0, token="tok"), BuildContext(run_dir=tmp_path))
@@ -58,7 +58,7 @@ def test_observer_serves_the_run_while_it_goes(tmp_path: Path) -> None:
 
 
 def test_observer_preflight_names_the_missing_token(tmp_path: Path) -> None:
-    from legorl_std.dashboard_observer import DashboardOptions, dashboard
+    from legorl_std.observers.dashboard import DashboardOptions, dashboard
 
     observer = dashboard(DashboardOptions(host="0.0.0.0"), BuildContext(run_dir=tmp_path))
     (problem,) = observer.preflight()

@@ -6,7 +6,7 @@ import time
 import anthropic
 import httpx
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
 
 from lego_rl.kinds import Dialect
 from lego_rl.proxy.doubles import scripted_proxy

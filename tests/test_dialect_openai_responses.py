@@ -6,12 +6,12 @@ from pathlib import Path
 
 import openai
 import pytest
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.kinds import Dialect
+from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.proxy.errors import BadRequest
 from lego_rl.proxy.pipeline import read_request
-from lego_rl.proxy.doubles import scripted_proxy
 
 TOOLS = [
     {

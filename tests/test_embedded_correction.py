@@ -3,8 +3,6 @@ definition says, on a constructed batch whose trainer/inference log-ratios are k
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -11,8 +11,7 @@ from legorl_embedded.logprobs import token_logprobs  # noqa: E402
 from legorl_embedded.prefix import shared_prefix_length  # noqa: E402
 from legorl_embedded.replay import RoutingReplay, routing_table  # noqa: E402
 from legorl_embedded.routing import RoutingRecorder  # noqa: E402
-
-from test_embedded_replay import EXPERTS, K, LAYERS, one_thread, tiny_moe  # noqa: E402, F401 (autouse fixture)
+from test_embedded_replay import EXPERTS, LAYERS, K, one_thread, tiny_moe  # noqa: E402, F401 (autouse fixture)
 
 PREFIX, WIDTH = 40, 52
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-
-from lego_rl.data import Attribution, Termination, TrialResult
-from lego_rl.engine.passrates import PassRates
-from lego_rl.kinds import Task
-from lego_rl.registry import BuildContext
 from legorl_std.filters import (
     GroupVarianceOptions,
     PassRateOptions,
     group_variance,
     pass_rate,
 )
+from pydantic import ValidationError
+
+from lego_rl.data import Attribution, Termination, TrialResult
+from lego_rl.engine.passrates import PassRates
+from lego_rl.kinds import Task
+from lego_rl.registry import BuildContext
 
 TASKS = [Task(name=n, path=Path("/x"), instruction="i") for n in ("easy", "mid", "hard", "new")]
 

@@ -17,9 +17,9 @@ import legorl_std.redteam.suite as suite
 import pytest
 from legorl_std.anticheat.git_history import GitHistory
 from legorl_std.anticheat.git_leftovers import SETUP, SIGNATURES, scan
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.redteam.attacks_git import GIT_ATTACKS
 from legorl_std.redteam.task import BUGGY, FIXED, Target, build_task
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext

@@ -61,10 +61,10 @@ def test_endpoint_maps_loopback_to_host_address(tmp_path):
 
 
 def _lego_trial(tmp_path: Path, commands: list[str]):
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
-    from legorl_std.harbor_tasks import load_task
-    from legorl_std.scripted_harness import ScriptedHarness
-    from legorl_std.test_script import ScriptVerifier
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
+    from legorl_std.harness.scripted import ScriptedHarness
+    from legorl_std.tasks.harbor_dir import load_task
+    from legorl_std.verifier.test_script import ScriptVerifier
 
     from lego_rl.data import Sampling
     from lego_rl.engine.trial import TrialRunner, TrialSetup

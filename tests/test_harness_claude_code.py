@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 from harness_fakes import (
-    FIX, FakeServer, Turn, assert_failed_fast, assert_fixed,
-    end_to_end, plugin_registry, run_trial, spec_with, streamed,
+    FIX,
+    FakeServer,
+    Turn,
+    assert_failed_fast,
+    assert_fixed,
+    end_to_end,
+    plugin_registry,
+    run_trial,
+    spec_with,
+    streamed,
 )
 from legorl_claude_code import ClaudeCode, ClaudeCodeOptions, plugin
 from legorl_claude_code.harness import native_binary

@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 from harness_fakes import (
-    FIX, FakeServer, Turn, assert_failed_fast, assert_fixed,
-    end_to_end, plugin_registry, run_trial, streamed,
+    FIX,
+    FakeServer,
+    Turn,
+    assert_failed_fast,
+    assert_fixed,
+    end_to_end,
+    plugin_registry,
+    run_trial,
+    streamed,
 )
 from legorl_codex import Codex, CodexOptions, plugin
 from legorl_codex.config import build_config, to_toml

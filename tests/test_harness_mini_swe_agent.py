@@ -11,20 +11,25 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import legorl_mini_swe_agent.plugin as plugin
 import pytest
 from harness_fakes import (
-    FIX, FakeServer, assert_failed_fast, assert_fixed,
-    end_to_end, plugin_registry, run_trial, spec_with,
+    FIX,
+    FakeServer,
+    assert_failed_fast,
+    assert_fixed,
+    end_to_end,
+    plugin_registry,
+    run_trial,
+    spec_with,
 )
+from legorl_mini_swe_agent import MiniSweAgent, MiniSweAgentOptions
+from legorl_mini_swe_agent.config import build_config
+from legorl_mini_swe_agent.outcome import classify, render_transcript
 
 from lego_rl.data import Termination
 from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
 from lego_rl.registry import BuildContext, Registry
-
-import legorl_mini_swe_agent.plugin as plugin
-from legorl_mini_swe_agent import MiniSweAgent, MiniSweAgentOptions
-from legorl_mini_swe_agent.config import build_config
-from legorl_mini_swe_agent.outcome import classify, render_transcript
 
 ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy")
 

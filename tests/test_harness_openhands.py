@@ -15,15 +15,14 @@ from typing import Any
 
 import pytest
 from harness_fakes import FIX, assert_failed_fast, assert_fixed, end_to_end, plugin_registry, run_trial
-
-from lego_rl.data import Termination
-from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
-from lego_rl.registry import Registry
-
 from legorl_openhands import OpenHands, OpenHandsOptions, plugin
 from legorl_openhands.harness import OPENHANDS, command_line, venv_version
 from legorl_openhands.outcome import classify, render_transcript
 from legorl_openhands.settings import build_settings
+
+from lego_rl.data import Termination
+from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
+from lego_rl.registry import Registry
 
 ENDPOINT = Endpoint(base_url="http://127.0.0.1:1/s/trial-1", api_key="sk-session", model="policy")
 installed = pytest.mark.skipif(not OPENHANDS.is_file(), reason="OpenHands is not installed (plugin .venv)")

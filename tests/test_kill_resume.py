@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_scheduler import make_pool
 
 from lego_rl.data import TrialResult
 from lego_rl.engine.pool import RolloutPool
@@ -34,7 +35,6 @@ from lego_rl.engine.resume import Recovered, engine_state, restore_pool, slot_of
 from lego_rl.engine.simulate import lognormal_plan
 from lego_rl.kinds import Event
 from lego_rl.observe.store import STORE_FILE, RunStore, read_steps, read_trials
-from test_scheduler import make_pool
 
 # The scenario (three real runs of up to HANG_S each) is set up within the first test's
 # timeout: 1800 s here (the default per-test timeout is 600 s).

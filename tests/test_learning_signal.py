@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from proxy_tokens import check_trained_on_recorded_tokens
 
 from lego_rl.data import Trajectory
-from lego_rl.observe.store import STORE_FILE, read_calls, read_steps, read_trajectory, read_trials
+from lego_rl.observe.store import STORE_FILE, read_steps, read_trajectory, read_trials
 
 torch = pytest.importorskip("torch")
 
@@ -72,16 +73,6 @@ def run_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return out / "signal"
 
 
-def sampled_tokens(run_dir: Path, trial: dict, rolled_back: list[int]) -> list[tuple[int, float]]:
-    """Every (id, log-prob) the inference backend sampled for the trial, in call order."""
-    return [
-        pair
-        for rec in read_calls(run_dir, trial["trial_id"])
-        if rec.index not in rolled_back and not rec.error
-        for pair in zip(rec.completion_ids, rec.logprobs, strict=True)
-    ]
-
-
 def trained_logprob(checkpoint: Path, trajectory: Trajectory) -> float:
     """Sum of the checkpoint's log-probs (temperature 1) of the trajectory's trained tokens."""
     from legorl_embedded.logprobs import token_logprobs
@@ -105,21 +96,7 @@ def test_a_step_trains_on_proxy_recorded_tokens_with_a_nonzero_gradient(run_dir:
     assert informative, f"no group had mixed rewards: {[s['reward_mean'] for s in steps]}"
     for s in informative:
         assert s["grad_norm"] > 0 and s["trained_tokens"] > 0 and s["updated"]
-    trained_steps = {s["step"] for s in informative}
-    checked = 0
-    for trial in read_trials(run_dir):
-        if trial["group"].startswith("eval-") or trial["step"] not in trained_steps:
-            continue
-        traj = read_trajectory(run_dir, trial["trial_id"])
-        assert traj is not None, trial["trial_id"]
-        trained = [
-            (tok, lp)
-            for seg in traj.segments
-            for tok, m, lp in zip(seg.ids, seg.loss_mask, seg.logprobs, strict=True)
-            if m
-        ]
-        assert trained == sampled_tokens(run_dir, trial, traj.rolled_back)
-        checked += len(trained)
+    checked = sum(check_trained_on_recorded_tokens(run_dir, s["step"]) for s in informative)
     assert checked > 0
 
 

@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import legorl_std.local_sandbox as local_sandbox
+import legorl_std.sandbox.local as local_sandbox
 import pytest
-from legorl_std.dockerfile import DockerfileError, materialise
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions, SandboxError
+from legorl_std.sandbox.dockerfile import DockerfileError, materialise
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions, SandboxError
 
 from lego_rl.kinds import Sandbox, Task
 from lego_rl.registry import BuildContext, Registry
@@ -364,7 +364,7 @@ def test_overlay_snapshot_records_the_agents_diff(sandbox):
 
 @root_only
 def test_limits_apply_to_commands(tmp_path):
-    from legorl_std.sandbox_limits import Limits
+    from legorl_std.sandbox.limits import Limits
 
     options = LocalSandboxOptions(limits=Limits(nproc=20, file_size_mb=1, address_space_mb=512))
     backend = LocalSandboxBackend(options, BuildContext(run_dir=tmp_path / "run"))

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from legorl_std.metric_sinks import (
+from legorl_std.observers.metric_sinks import (
     MetricsObserver,
     TensorBoardOptions,
     TensorBoardWriter,

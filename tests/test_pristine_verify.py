@@ -13,13 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from legorl_std import test_reporter
-from legorl_std.local_sandbox import LocalSandbox, LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.test_report import Requirement, grade, parse, unittest_ids
-from legorl_std.test_script import REWARD_FILES_EVENT, ScriptVerifier
+from legorl_std.sandbox.local import LocalSandbox, LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.verifier import test_reporter
+from legorl_std.verifier.test_report import Requirement, grade, parse, unittest_ids
+from legorl_std.verifier.test_script import REWARD_FILES_EVENT, ScriptVerifier
 
-from lego_rl.data import Termination, attribute
-from lego_rl.data import Attribution
+from lego_rl.data import Attribution, Termination, attribute
 from lego_rl.kinds import PristineVerify, ResultStream, Task
 from lego_rl.registry import BuildContext
 
@@ -375,7 +374,7 @@ def test_a_sandbox_without_capabilities_still_grades_from_a_file(task: Task, tmp
 
 
 def test_other_failures_are_allowed_only_when_the_task_says_so(tmp_path: Path) -> None:
-    from legorl_std.test_report import requirement
+    from legorl_std.verifier.test_report import requirement
 
     run = [{"event": "start", "runner": "pytest", "run": "r"},
            {"event": "test", "id": "t.py::a", "outcome": "passed", "run": "r"},

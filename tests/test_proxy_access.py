@@ -5,9 +5,9 @@ import anthropic
 import httpx
 import openai
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.doubles import scripted_proxy

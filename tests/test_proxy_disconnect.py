@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import CLIENT_DISCONNECT, CallRecord, Sampling
 from lego_rl.kinds import AbortsGenerations

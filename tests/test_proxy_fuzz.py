@@ -23,9 +23,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.bench.proxy_traffic import ChatAgent, ClaudeCode, Codex
 from lego_rl.data import Sampling

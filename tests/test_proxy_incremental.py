@@ -4,7 +4,7 @@ import json
 from importlib import resources
 
 import pytest
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.kinds import ChatMessage, ChatRequest

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
 
 from lego_rl.proxy import jsonio
 from lego_rl.proxy.budgets import size_of

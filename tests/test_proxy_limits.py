@@ -18,8 +18,8 @@ import h11
 import httpx
 import openai
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.doubles import ScriptedInference, scripted_proxy, tiny_chat_tokenizer

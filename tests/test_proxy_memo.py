@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
 
 from lego_rl.kinds import ChatMessage
 from lego_rl.proxy.errors import BadRequest

@@ -2,7 +2,7 @@
 
 import json
 
-import legorl_std.dialect_openai_chat as openai_chat
+import legorl_std.dialects.openai_chat as openai_chat
 import pytest
 from legorl_std import dialects
 from pydantic import ValidationError

@@ -8,9 +8,9 @@ import anthropic
 import httpx
 import openai
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect, AnthropicOptions
-from legorl_std.dialect_openai_chat import OpenAIChatDialect, OpenAIChatOptions
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect, OpenAIResponsesOptions
+from legorl_std.dialects.anthropic import AnthropicDialect, AnthropicOptions
+from legorl_std.dialects.openai_chat import OpenAIChatDialect, OpenAIChatOptions
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect, OpenAIResponsesOptions
 from pydantic import ValidationError
 
 from lego_rl.data import Sampling

@@ -6,7 +6,7 @@ import threading
 import httpx
 import openai
 import pytest
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer

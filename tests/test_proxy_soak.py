@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.budgets import cache_bytes

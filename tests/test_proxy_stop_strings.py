@@ -4,8 +4,8 @@ the record keeps the sampled tokens up to the one that completed it."""
 import anthropic
 import openai
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Generation
 from lego_rl.proxy.doubles import scripted_logprob, scripted_proxy, tiny_chat_tokenizer

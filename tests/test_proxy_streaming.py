@@ -5,7 +5,7 @@ import time
 
 import openai
 import pytest
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.proxy.doubles import scripted_proxy, tiny_chat_tokenizer
 from lego_rl.proxy.streaming import IncrementalDecoder

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from legorl_std.dialect_anthropic import AnthropicDialect
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.dialect_openai_responses import OpenAIResponsesDialect
+from legorl_std.dialects.anthropic import AnthropicDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 BIG = "123456789012345678901234567890"
 

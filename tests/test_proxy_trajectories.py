@@ -1,6 +1,6 @@
 """A session through plain turns, a tool round trip, a compaction, a retry and a sub-agent."""
 
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_scheduler import make_pool
 
 from lego_rl.engine.pool import Job, RolloutPool
 from lego_rl.engine.run import pool_config
@@ -16,7 +17,6 @@ from lego_rl.engine.scheduler import MIN_WEIGHT, TaskCycle, task_weight
 from lego_rl.engine.simulate import TrialPlan
 from lego_rl.kinds import Task
 from lego_rl.spec.models import RunSpec
-from test_scheduler import make_pool
 
 KINDS = ("pass", "fail", "coin")
 TASKS = [Task(name=f"{kind}{i}", path=Path("/x"), instruction="i") for kind in KINDS for i in range(4)]

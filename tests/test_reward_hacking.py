@@ -11,6 +11,7 @@ from pathlib import Path
 
 import legorl_std.anticheat as anticheat
 import pytest
+from harness_fakes import NullSandbox
 from legorl_std.anticheat.reward_hacking import PATTERNS, RewardHacking, added_lines, scan
 
 from lego_rl.data import Sampling, Termination, TrialResult
@@ -19,8 +20,6 @@ from lego_rl.kinds import HarnessResult, Task, VerifierResult
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import Registry
-
-from harness_fakes import NullSandbox
 
 TASK = Task(name="t", path=Path("/nonexistent"), instruction="fix it")
 BUGGY = "import sys\n\n\ndef add(a, b):\n    return a - b\n"
@@ -202,7 +201,7 @@ class _Verifier:
 
 @pytest.mark.parametrize("block", [False, True], ids=["flag-only", "block"])
 def test_through_the_trial_runner(block: bool, tmp_path: Path) -> None:
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
     path = tmp_path / "agent.diff"
     path.write_text(diff(BUGGY, BUGGY + EXAMPLES["runner-env"] + "\n"))
@@ -224,11 +223,11 @@ def test_through_the_trial_runner(block: bool, tmp_path: Path) -> None:
 def test_a_real_sandbox_diff_is_flagged_where_the_hack_is_rewarded(tmp_path: Path) -> None:
     """The hack works (the tests pass only under the runner), the pristine copy rewards it, and
     the flag names the line in the file that crossed; the planted conftest.py did not cross."""
-    from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-    from legorl_std.test_script import ScriptVerifier
+    from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+    from legorl_std.verifier.test_script import ScriptVerifier
+    from test_pristine_verify import make_task
 
     from lego_rl.registry import BuildContext
-    from test_pristine_verify import make_task
 
     task = make_task(tmp_path)
     backend = LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))

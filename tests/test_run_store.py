@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from legorl_std.observers.store import JsonlObserver
 
 from lego_rl.data import CallRecord, Segment, Trajectory, TrialResult
 from lego_rl.engine.resume import choose_run_dir
@@ -32,7 +33,6 @@ from lego_rl.observe.store import (
 from lego_rl.observe.view import RunView
 from lego_rl.proxy.recorder import assemble
 from lego_rl.spec.load import load_spec
-from legorl_std.store_observer import JsonlObserver
 
 V1_RUN = Path(__file__).parent / "fixtures" / "store-v1-run"
 VOCAB = 151_000

@@ -14,16 +14,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from legorl_std import local_sandbox
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.local_sandbox import (
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.harness.scripted import ScriptedHarness
+from legorl_std.sandbox import local as local_sandbox
+from legorl_std.sandbox.limits import Limits, cgroup_parents
+from legorl_std.sandbox.local import (
     LocalSandboxBackend,
     LocalSandboxOptions,
     SandboxError,
 )
-from legorl_std.sandbox_limits import Limits, cgroup_parents
-from legorl_std.scripted_harness import ScriptedHarness
-from legorl_std.test_script import ScriptVerifier
+from legorl_std.verifier.test_script import ScriptVerifier
 
 from lego_rl.data import Attribution, Sampling, Termination
 from lego_rl.engine.trial import TrialRunner, TrialSetup
@@ -106,7 +106,7 @@ def test_declared_cpus_and_processes_are_trial_cgroups(tmp_path):
 
 def test_without_cgroups_memory_is_an_address_space_limit_and_cpus_an_affinity(tmp_path, monkeypatch):
     monkeypatch.setattr(local_sandbox, "cgroup_parents", dict)
-    monkeypatch.setattr("legorl_std.sandbox_limits.cgroup_parents", dict)
+    monkeypatch.setattr("legorl_std.sandbox.limits.cgroup_parents", dict)
     backend = backend_in(tmp_path / "run")
     assert any("no writable cgroup" in p.message and not p.fatal for p in backend.preflight())
     box = backend.start(make_task(tmp_path, memory_mb=64, cpus=1), "fallback")
@@ -164,7 +164,7 @@ import os, signal, sys
 sys.path[:0] = {paths!r}
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 from pathlib import Path
 task = Task(name="t", path=Path({task!r}), instruction="", config={{"environment": {{"memory_mb": 64}}}})
 backend = LocalSandboxBackend(LocalSandboxOptions(), BuildContext(run_dir=Path({run!r})))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from legorl_std.filters import GroupVarianceFilter, NoFilter
 
 from lego_rl.data import Attribution, Termination, TrialResult
 from lego_rl.engine.clock import SimClock
@@ -18,7 +19,6 @@ from lego_rl.engine.pool import RUN_ENDED, Job, PoolConfig, RolloutPool
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.simulate import SimInference, SimLauncher, TrialPlan, lognormal_plan, train
 from lego_rl.kinds import Task
-from legorl_std.filters import GroupVarianceFilter, NoFilter
 
 TASKS = [Task(name=f"t{i}", path=Path("/x"), instruction="i") for i in range(6)]
 

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 from legorl_swe_bench.instances import InstanceError, read_instances
 from legorl_swe_bench.tasks import SweBenchOptions, build
 from legorl_swe_bench.verifier import SweBenchVerifier, grade
@@ -270,7 +270,7 @@ def test_a_log_the_code_under_test_forges_does_not_reward(instance_file: Path, t
 
 
 def test_the_reporters_stream_is_graded_by_the_instances_own_parser(tmp_path: Path):
-    from legorl_std.test_report import Report
+    from legorl_std.verifier.test_report import Report
     from legorl_swe_bench.verifier import grade_stream
 
     instance = {"instance_id": "i", "repo": "r", "FAIL_TO_PASS": ["t.py::a[x]"], "PASS_TO_PASS": ["t.py::b"],

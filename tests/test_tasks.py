@@ -6,9 +6,9 @@ import shutil
 import tomllib
 from pathlib import Path
 
-import legorl_std.harbor_tasks as harbor_tasks
+import legorl_std.tasks.harbor_dir as harbor_tasks
 import pytest
-from legorl_std.harbor_tasks import HarborDirTasks, TaskSourceError
+from legorl_std.tasks.harbor_dir import HarborDirTasks, TaskSourceError
 
 from lego_rl.registry import BuildContext, Registry
 

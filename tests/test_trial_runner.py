@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from harness_fakes import NullSandbox
 
 from lego_rl.data import Attribution, Sampling, SandboxFailure, Termination
@@ -76,7 +75,7 @@ class Flagging:
 
 
 def runner(harness, verifier, backend=None, anticheat=()):
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
     proxy = ProxyServer(
         ScriptedInference(tiny_chat_tokenizer(), []),
@@ -265,10 +264,11 @@ class FlakyHarness:
 
 
 def real_pool(harness, backend=None, verifier=None, **config):
+    from legorl_std.filters import NoFilter
+
     from lego_rl.engine.clock import ThreadClock
     from lego_rl.engine.launch import ThreadLauncher
     from lego_rl.engine.pool import PoolConfig, RolloutPool
-    from legorl_std.filters import NoFilter
 
     run, setup = runner(harness, verifier or FakeVerifier(VerifierResult(1.0)), backend)
     cfg = PoolConfig(**{"tasks_per_step": 1, "group_size": 2, "concurrency": 2, **config})

@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
-import legorl_std.test_script as test_script
+import legorl_std.verifier.test_script as test_script
 import pytest
-from legorl_std.harbor_tasks import HarborDirTasks
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.test_script import ScriptVerifier, read_reward
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.tasks.harbor_dir import HarborDirTasks
+from legorl_std.verifier.test_script import ScriptVerifier, read_reward
 
 from lego_rl.data import Termination
 from lego_rl.kinds import Task, Verifier

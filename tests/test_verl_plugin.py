@@ -11,12 +11,11 @@ import pytest
 
 pytest.importorskip("verl")
 
+from harness_fakes import NullSandboxes
 from legorl_verl.config import TranslationError, resolved, translate
 from legorl_verl.options import VerlTrainerOptions
 from legorl_verl.output import to_sample
 from omegaconf import OmegaConf
-
-from harness_fakes import NullSandboxes
 
 from lego_rl.data import Segment, Termination, Trajectory
 from lego_rl.kinds import HarnessResult, Task, VerifierResult
@@ -253,7 +252,7 @@ class Passing:
 
 
 def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> None:
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
     from legorl_verl.agent_loop import LegoRLAgentLoop
     from legorl_verl.trials import TrialKit
     from verl.experimental.agent_loop.agent_loop import (

@@ -454,7 +454,7 @@ class _Pass:
 
 
 def test_a_trial_through_the_proxy_records_sampled_tokens_and_routing(server) -> None:
-    from legorl_std.dialect_openai_chat import OpenAIChatDialect
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
     from lego_rl.engine.trial import TrialRunner, TrialSetup
     from lego_rl.kinds import Task

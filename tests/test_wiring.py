@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.engine.wiring import TrialLimits, TrialWiring

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from legorl_std.bench_sandbox import percentiles, trial_seconds
+from legorl_std.sandbox.bench import percentiles, trial_seconds
 
 from lego_rl.kinds import Task
 from lego_rl.registry import default_registry

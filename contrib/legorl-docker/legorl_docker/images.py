@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legorl_std.dockerfile import parse
+from legorl_std.sandbox.dockerfile import parse
 
 from lego_rl.kinds import Task
 from legorl_docker.cli import Docker

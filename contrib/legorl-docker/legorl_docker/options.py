@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from legorl_std.sandbox_limits import Limits
+from legorl_std.sandbox.limits import Limits
 from pydantic import BaseModel, ConfigDict, Field
 
 HOST_ENV = "LEGORL_DOCKER_HOST"

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from legorl_std.netforward import serve
+from legorl_std.sandbox.netforward import serve
 
 
 class SocketRelay:

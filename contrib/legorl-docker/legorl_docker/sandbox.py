@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legorl_std.sandbox_limits import Limits
+from legorl_std.sandbox.limits import Limits
 
 from lego_rl.crossing import ChangeKind, CrossingPolicy
 from lego_rl.kinds import ExecResult, Task

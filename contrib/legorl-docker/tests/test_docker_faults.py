@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from legorl_docker.plugin import STATE_PREFIX, DockerBackend
 from legorl_docker.sandbox import DockerSandbox
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.scripted_harness import ScriptedHarness
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.harness.scripted import ScriptedHarness
 
 from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from legorl_claude_code.harness import native_binary
-from legorl_std.scripted_harness import ScriptedHarness
+from legorl_std.harness.scripted import ScriptedHarness
 
 from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup

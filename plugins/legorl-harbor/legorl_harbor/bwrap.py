@@ -18,13 +18,13 @@ from typing import Any
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
-from legorl_std.harbor_tasks import load_task
-from legorl_std.local_sandbox import (
+from legorl_std.sandbox.local import (
     LocalSandbox,
     LocalSandboxBackend,
     LocalSandboxOptions,
     SandboxError,
 )
+from legorl_std.tasks.harbor_dir import load_task
 from pydantic import Field
 
 from lego_rl.kinds import Task

@@ -29,7 +29,7 @@ from harbor.environments.factory import EnvironmentFactory
 from harbor.models.task.config import EnvironmentConfig as TaskEnvironmentConfig
 from harbor.models.trial.config import EnvironmentConfig
 from harbor.models.trial.paths import TrialPaths
-from legorl_std.sandbox_snapshot import Change
+from legorl_std.sandbox.snapshot import Change
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl

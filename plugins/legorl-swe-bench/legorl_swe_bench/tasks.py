@@ -1,7 +1,7 @@
 """Task source ``swe-bench``: SWE-bench instances from a local file as Harbor task directories.
 
 The set is written once into a cache directory keyed by the instance file's content and the
-options (:func:`ensure_tasks`); :func:`legorl_std.harbor_tasks.load_task` reads each back.
+options (:func:`ensure_tasks`); :func:`legorl_std.tasks.harbor_dir.load_task` reads each back.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from legorl_std.harbor_tasks import load_task
-from legorl_std.task_cache import cache_root, cached_task_set
+from legorl_std.tasks.cache import cache_root, cached_task_set
+from legorl_std.tasks.harbor_dir import load_task
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl

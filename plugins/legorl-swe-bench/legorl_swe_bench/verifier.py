@@ -1,6 +1,6 @@
 """Verifier ``swe-bench``: the task's test script, graded with swebench's own log parsers.
 
-The test run is :class:`legorl_std.test_script.ScriptVerifier`'s (agent phase ended, pristine
+The test run is :class:`legorl_std.verifier.test_script.ScriptVerifier`'s (agent phase ended, pristine
 ``/tests``, clean environment, timeout, survivors killed). For a SWE-bench task (one with
 ``tests/instance.json``, as the ``swe-bench`` task source writes) the reward then comes from
 swebench's ``get_eval_report`` with the instance's log parser: 1 only when every FAIL_TO_PASS
@@ -23,8 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from legorl_std import test_report
-from legorl_std.test_script import REWARD_DIR, ScriptVerifier
+from legorl_std.verifier import test_report
+from legorl_std.verifier.test_script import REWARD_DIR, ScriptVerifier
 from pydantic import BaseModel, ConfigDict, Field
 
 from lego_rl import hookimpl

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from lego_rl.kinds import CheatDemo, Check, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy
-from legorl_std.test_script import REWARD_DIR
+from legorl_std.verifier.test_script import REWARD_DIR
 
 _CHECK = f"""d={REWARD_DIR}
 if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then echo "$d";

@@ -11,7 +11,7 @@
   verification (:mod:`lego_rl.crossing`), which is also what makes the hooks this guard does
   not name harmless.
 
-The verifier itself runs with a clean environment (see ``legorl_std.test_script``), so a
+The verifier itself runs with a clean environment (see ``legorl_std.verifier.test_script``), so a
 planted ``PYTHONPATH``, user site or shell profile is never read.
 """
 

@@ -18,8 +18,8 @@ roots = [p for p in sys.path if p] + ['/work', '/home', '/root', '/opt', '/srv',
 found = [p for r in roots for p in glob.glob(r + '/**/legorl_std', recursive=True) if os.path.isdir(p)]
 for path in found:
     sys.path.insert(0, os.path.dirname(path))
-from legorl_std.bugfix.generate import generate_tasks
-from legorl_std.bugfix.model import BUG_KINDS
+from legorl_std.tasks.bugfix.generate import generate_tasks
+from legorl_std.tasks.bugfix.model import BUG_KINDS
 mine = open(sys.argv[1]).read()
 for seed in range(3):
     for task in generate_tasks(16, seed, 'train', [1], BUG_KINDS):

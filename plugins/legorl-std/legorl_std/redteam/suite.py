@@ -28,15 +28,15 @@ from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import ModelSpec
 from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
-from legorl_std.dialect_openai_chat import OpenAIChatDialect
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.dialects.openai_chat import OpenAIChatDialect
+from legorl_std.harness.scripted import ScriptedHarness
 from legorl_std.redteam.attacks import Attack
 from legorl_std.redteam.bait import Bait
 from legorl_std.redteam.catalog import ALL_ATTACKS
 from legorl_std.redteam.task import Target, bugfix_task, build_task, shipped_task
-from legorl_std.sandbox_limits import Limits, cgroup_parents
-from legorl_std.scripted_harness import ScriptedHarness
-from legorl_std.test_script import ScriptVerifier
+from legorl_std.sandbox.limits import Limits, cgroup_parents
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.verifier.test_script import ScriptVerifier
 
 REDTEAM_LIMITS = Limits(cpu_seconds=30, address_space_mb=2048, nproc=96, file_size_mb=64, open_files=1024)
 BACKENDS: dict[str, dict[str, Any]] = {

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lego_rl.kinds import Task
-from legorl_std.harbor_tasks import load_task
 from legorl_std.redteam.attacks_git import plant_disguised
+from legorl_std.tasks.harbor_dir import load_task
 
 NAME = "redteam-calc"
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef double(x):\n    return add(x, x)\n"
@@ -63,7 +63,10 @@ print(int(s.get("tests")) - int(s.get("failures")) - int(s.get("errors")) - int(
 if [ "$rc" -eq 0 ] && [ "$passed" = "__TESTS__" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 """
 SOLVE_SH = "#!/usr/bin/env bash\nset -e\ncd /app\nsed -i 's/a - b/a + b/' calc.py\n"
-LIMITS = {"agent": {"timeout_sec": 4.0}, "verifier": {"timeout_sec": 20.0}}
+LIMITS = {"agent": {"timeout_sec": 10.0}, "verifier": {"timeout_sec": 20.0}}
+# The agent timeout ends the attacks that hang; it must not win the race against a limit
+# (the memory bomb reaches 768 MB in well under a second idle, but ran past 4 s on a loaded
+# 2-core machine and ended as agent_timeout, not resource_limit).
 ENVIRONMENT = {"network_mode": "no-network", "storage_mb": 256, "memory_mb": 768}
 """What every red-team task gets, whatever its own task.toml says (short runs, small limits)."""
 
@@ -116,7 +119,7 @@ def build_task(root: Path) -> Target:
 
 def bugfix_task(root: Path) -> Target:
     """A generated ``bugfix`` task (level 1), copied under ``root`` and prepared."""
-    from legorl_std.bugfix.harbor import ensure_tasks
+    from legorl_std.tasks.bugfix.harbor import ensure_tasks
 
     source = ensure_tasks(root / "bugfix-cache", count=1, seed=0, split="train", levels=[1], kinds=["wrong-comparison"])[0]
     task = root / f"bugfix-{source.name}"

@@ -33,8 +33,8 @@ from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext, Registry, default_registry
 from lego_rl.spec.models import ModelSpec
-from legorl_std.local_sandbox import LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.test_script import ScriptVerifier
+from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
+from legorl_std.verifier.test_script import ScriptVerifier
 
 
 def make_task(root: Path, files: int) -> Task:

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from legorl_std.bugfix import candidates as level4
-from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, Bug, Template
-from legorl_std.bugfix.templates import TEMPLATES
+from legorl_std.tasks.bugfix import candidates as level4
+from legorl_std.tasks.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, Bug, Template
+from legorl_std.tasks.bugfix.templates import TEMPLATES
 
 MAX_ATTEMPTS = 64
 """Draws per index before a duplicate of an earlier task is accepted."""
@@ -96,7 +96,7 @@ def generate_task(
 ) -> BugfixTask:
     """Level and kind cycle with the index (every pair appears); the rest is drawn.
 
-    At level 4 a bug site with no decoy (see :mod:`legorl_std.bugfix.candidates`) is passed
+    At level 4 a bug site with no decoy (see :mod:`legorl_std.tasks.bugfix.candidates`) is passed
     over for the next drawn one of the kind."""
     _check(split, levels, kinds)
     level = levels[index % len(levels)]

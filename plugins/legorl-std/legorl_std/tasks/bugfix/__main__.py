@@ -1,16 +1,16 @@
-"""Print generated bug-fix tasks for a person to read: ``python -m legorl_std.bugfix -n 3``."""
+"""Print generated bug-fix tasks for a person to read: ``python -m legorl_std.tasks.bugfix -n 3``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from legorl_std.bugfix.generate import generate_tasks
-from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS
+from legorl_std.tasks.bugfix.generate import generate_tasks
+from legorl_std.tasks.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m legorl_std.bugfix", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m legorl_std.tasks.bugfix", description=__doc__)
     parser.add_argument("-n", "--count", type=int, default=3, help="how many tasks (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=SPLITS, default="train")

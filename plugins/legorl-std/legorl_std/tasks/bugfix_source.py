@@ -1,7 +1,7 @@
 """Task source ``bugfix``: generated one-bug Python tasks in Harbor format (train or held-out).
 
-The generator (:mod:`legorl_std.bugfix`) writes the set once into a cache directory keyed by
-the options; :func:`legorl_std.harbor_tasks.load_task` reads each task directory back.
+The generator (:mod:`legorl_std.tasks.bugfix`) writes the set once into a cache directory keyed by
+the options; :func:`legorl_std.tasks.harbor_dir.load_task` reads each task directory back.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from lego_rl import hookimpl
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext
-from legorl_std.bugfix import BUG_KINDS, DEFAULT_LEVELS, LEVELS, BugKind, ensure_tasks
-from legorl_std.harbor_tasks import load_task
-from legorl_std.task_cache import cache_root
+from legorl_std.tasks.bugfix import BUG_KINDS, DEFAULT_LEVELS, LEVELS, BugKind, ensure_tasks
+from legorl_std.tasks.cache import cache_root
+from legorl_std.tasks.harbor_dir import load_task
 
 
 class BugfixOptions(BaseModel):

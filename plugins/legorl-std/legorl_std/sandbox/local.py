@@ -1,10 +1,10 @@
 """Sandbox ``local``: one trial in a bubblewrap sandbox on this machine (the embedded default).
 
 The task's Dockerfile is materialised once into a shared read-only image directory
-(:mod:`legorl_std.sandbox_snapshot`); each trial sees it through an overlayfs whose upper
+(:mod:`legorl_std.sandbox.snapshot`); each trial sees it through an overlayfs whose upper
 layer is a size-capped tmpfs, mounted at ``<root>/<trial>/fs`` (a path ``/x`` inside is
 ``fs/x`` on the host). Its mount points, ``/logs`` and ``$HOME`` (``/home/agent``) are bound
-read-write into a view built from parts (:mod:`legorl_std.sandbox_view`): the system base
+read-write into a view built from parts (:mod:`legorl_std.sandbox.view`): the system base
 (``/usr``, ``/etc``, the library dirs), this process's interpreter and, in the agent phase,
 the harness's own files (:meth:`LocalSandbox.provide`), all read-only; nothing else of the
 host exists inside (no checkout, run dir, task dir or home).
@@ -13,11 +13,11 @@ Every ``exec`` is a fresh ``bwrap``: private mount/PID/IPC/UTS namespaces, a net
 namespace with loopback only, a private ``/tmp``. As root, the command runs as the trial's
 own user id (group ``uid_base``), without capabilities, under ``prlimit`` resource limits;
 the whole process tree dies with the PID namespace when the command ends or times out.
-The agent reaches the proxy through :mod:`legorl_std.netforward`: agent-phase commands join
+The agent reaches the proxy through :mod:`legorl_std.sandbox.netforward`: agent-phase commands join
 the trial's own loopback-only network namespace, where our process listens on
 ``127.0.0.1:<proxy port>`` and relays to the proxy (without root: the host network).
 
-Resources (:mod:`legorl_std.sandbox_limits`): as root each trial gets its own cgroups
+Resources (:mod:`legorl_std.sandbox.limits`): as root each trial gets its own cgroups
 (task.toml ``memory_mb`` and ``cpus``, the process limit), which every command joins; the
 limits its commands run into (OOM kills, refused forks, a full writable layer, a file cut
 at the size limit, SIGXCPU/SIGXFSZ) are listed by :meth:`LocalSandbox.resources_exhausted`,
@@ -28,7 +28,7 @@ dead processes' cgroups.
 Phases: :meth:`LocalSandbox.begin_verify` ends the agent phase: it kills what runs, records
 the agent's diff from the upper layer, and moves the trial to a fresh overlay of the same
 image with only the agent's crossing changes applied (:mod:`lego_rl.crossing`,
-:mod:`legorl_std.sandbox_verify`), a fresh ``/logs`` and ``$HOME`` and no harness files; from
+:mod:`legorl_std.sandbox.verify`), a fresh ``/logs`` and ``$HOME`` and no harness files; from
 then on commands get the network the task declares (task.toml ``[environment] network_mode =
 "public"``, else none) and no proxy. :meth:`LocalSandbox.exec_reporting` gives a command a
 result stream that nothing inside can open by path (a host file passed as a descriptor).
@@ -61,13 +61,13 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import legorl_std.netforward as netforward
+import legorl_std.sandbox.netforward as netforward
 from lego_rl import hookimpl
 from lego_rl.crossing import CrossingLimit, CrossingPolicy
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
-from legorl_std.dockerfile import Image
-from legorl_std.sandbox_limits import (
+from legorl_std.sandbox.dockerfile import Image
+from legorl_std.sandbox.limits import (
     MB,
     Limits,
     TrialCgroup,
@@ -76,7 +76,7 @@ from legorl_std.sandbox_limits import (
     cpu_mask,
     sweep_cgroups,
 )
-from legorl_std.sandbox_snapshot import (
+from legorl_std.sandbox.snapshot import (
     Change,
     CopySnapshot,
     ImageCache,
@@ -86,8 +86,8 @@ from legorl_std.sandbox_snapshot import (
     unified_diff,
     unmount_stale,
 )
-from legorl_std.sandbox_verify import apply, file_changes
-from legorl_std.sandbox_view import (
+from legorl_std.sandbox.verify import apply, file_changes
+from legorl_std.sandbox.view import (
     cover_args,
     expose_args,
     interpreter_paths,
@@ -129,7 +129,7 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class View:
-    """What a trial shows of the host besides its own files (see :mod:`legorl_std.sandbox_view`)."""
+    """What a trial shows of the host besides its own files (see :mod:`legorl_std.sandbox.view`)."""
 
     exposed: list[Path]
     """Host paths shown read-only at their own paths (the interpreter, ``options.expose``)."""

@@ -3,14 +3,14 @@
 Ends the sandbox's agent phase where the sandbox has one (:class:`~lego_rl.kinds.PristineVerify`:
 agent processes killed, the agent's diff recorded, verification moved to a fresh copy of the
 task's image with only the agent's crossing changes applied), uploads the task's pristine
-``tests/`` to ``/tests`` and the test reporter (:mod:`legorl_std.test_reporter`, as
+``tests/`` to ``/tests`` and the test reporter (:mod:`legorl_std.verifier.test_reporter`, as
 ``$LEGORL_REPORT``), runs ``bash /tests/test.sh`` in the workdir under the task's ``[verifier]
 timeout_sec`` with a clean environment (a fresh ``HOME``, no user site-packages, the task's
 ``[verifier] env``), then reads ``/logs/verifier/reward.txt`` (or, only when no
 ``reward.txt`` exists, ``reward.json`` ``{"reward": x}``): a regular file, 0 or 1, and a 1 only
 when test.sh exited 0.
 
-A task that names its tests (``[metadata] required_tests``, see :mod:`legorl_std.test_report`)
+A task that names its tests (``[metadata] required_tests``, see :mod:`legorl_std.verifier.test_report`)
 gets a 1 only when its runner reported each of them passed on the result stream, which the
 sandbox opens outside the tested code's reach where it can (:class:`~lego_rl.kinds.ResultStream`);
 exit status and reward file alone never reward it. A verdict the tests give on the agent's code
@@ -31,13 +31,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import legorl_std.test_reporter as test_reporter
+import legorl_std.verifier.test_reporter as test_reporter
 from lego_rl import hookimpl
 from lego_rl.crossing import CrossingLimit
 from lego_rl.data import Termination
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, PristineVerify, ResultStream, Sandbox, Task, VerifierResult
 from lego_rl.registry import BuildContext
-from legorl_std import test_report
+from legorl_std.verifier import test_report
 
 TESTS_DIR = "/tests"
 REWARD_DIR = "/logs/verifier"

@@ -5,18 +5,18 @@ Each task is a tiny module (one or two functions) with exactly one injected bug 
 return variable) at level 1 (the instruction names the wrong token and, last, the one `sed`
 command that fixes it), 2 (it says what the function should return), 3 (only a failing
 example) or 4 (the line and two candidate fixes, told apart only by the visible tests the
-agent can run; see :mod:`legorl_std.bugfix.candidates`). Tasks are deterministic in
+agent can run; see :mod:`legorl_std.tasks.bugfix.candidates`). Tasks are deterministic in
 (seed, split, index); the held-out split draws from identifiers disjoint from train's.
 """
 
-from legorl_std.bugfix.generate import (
+from legorl_std.tasks.bugfix.generate import (
     BugfixTask,
     GeneratorError,
     generate_task,
     generate_tasks,
 )
-from legorl_std.bugfix.harbor import ensure_tasks, task_files, write_task
-from legorl_std.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, BugKind
+from legorl_std.tasks.bugfix.harbor import ensure_tasks, task_files, write_task
+from legorl_std.tasks.bugfix.model import BUG_KINDS, DEFAULT_LEVELS, LEVELS, SPLITS, BugKind
 
 __all__ = [
     "BUG_KINDS",

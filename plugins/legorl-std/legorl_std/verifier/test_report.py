@@ -1,4 +1,4 @@
-"""Per-test grading: the result stream of :mod:`legorl_std.test_reporter`, read and judged.
+"""Per-test grading: the result stream of :mod:`legorl_std.verifier.test_reporter`, read and judged.
 
 A task names the tests that must pass in ``[metadata] required_tests``: a list of test ids as
 its runner reports them (pytest node ids, unittest ``module.Class.test``), or ``"all"`` (every

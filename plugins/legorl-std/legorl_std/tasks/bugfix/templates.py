@@ -7,7 +7,7 @@ least two of the function's cases (checked when a task is generated).
 
 from __future__ import annotations
 
-from legorl_std.bugfix.model import Bug, Function, Template
+from legorl_std.tasks.bugfix.model import Bug, Function, Template
 
 T, H = "train", "heldout"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from legorl_std.dockerfile import Image, materialise
+from legorl_std.sandbox.dockerfile import Image, materialise
 
 MNT_DETACH = 2
 DIFF_CAP = 1 << 20

@@ -3,7 +3,9 @@
 from typing import Any
 
 from lego_rl import hookimpl
-from legorl_std import dialect_anthropic, dialect_openai_chat, dialect_openai_responses
+from legorl_std.dialects import anthropic as dialect_anthropic
+from legorl_std.dialects import openai_chat as dialect_openai_chat
+from legorl_std.dialects import openai_responses as dialect_openai_responses
 
 
 @hookimpl

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from lego_rl.crossing import Crossing, FileChange, FileType
-from legorl_std.sandbox_snapshot import Change
+from legorl_std.sandbox.snapshot import Change
 
 MODE_BITS = 0o777
 

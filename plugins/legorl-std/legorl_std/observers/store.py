@@ -16,8 +16,8 @@ from lego_rl import hookimpl
 from lego_rl.kinds import Event
 from lego_rl.observe.store import RunStore, light_data
 from lego_rl.registry import BuildContext
-from legorl_std.dashboard_observer import DashboardOptions, dashboard
-from legorl_std.metric_sinks import TensorBoardOptions, WandbOptions, tensorboard, wandb
+from legorl_std.observers.dashboard import DashboardOptions, dashboard
+from legorl_std.observers.metric_sinks import TensorBoardOptions, WandbOptions, tensorboard, wandb
 
 
 class StoreOptions(BaseModel):

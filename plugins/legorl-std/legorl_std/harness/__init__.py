@@ -1,0 +1,1 @@
+"""The scripted harness (fixed commands, no model)."""

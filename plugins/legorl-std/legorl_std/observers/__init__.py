@@ -1,0 +1,1 @@
+"""Observers: the run store, JSONL log, dashboard, TensorBoard, W&B."""

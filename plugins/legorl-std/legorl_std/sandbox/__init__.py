@@ -1,0 +1,1 @@
+"""The local sandbox: bubblewrap, overlays, limits, pristine verification."""

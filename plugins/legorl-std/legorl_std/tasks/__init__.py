@@ -1,0 +1,1 @@
+"""Task sources: Harbor task directories and the generated bugfix tasks."""

@@ -1,0 +1,1 @@
+"""The test-script verifier and the per-test result stream it reads."""
