@@ -19,8 +19,9 @@ no plugin import package findable, the core is this checkout's editable install)
 that venv's python: every ``lego_rl`` module is imported, under a finder that records any
 attempt to import a ``legorl_*`` module, guarded ones too (a plugin_template file with
 ``{{placeholders}}`` that does not compile is a template, not Python: it is skipped and named);
-``legorl --help``; ``legorl plugins`` lists none; ``legorl validate`` of the quickstart fails
-naming a plugin it lacks, without a traceback; the core's own test modules pass.
+``legorl --help``; ``legorl plugins`` lists none; ``legorl validate`` of the quickstart names
+the plugins it lacks and how to install them, without a traceback; the core's own test
+modules pass.
 """
 
 from __future__ import annotations
@@ -235,7 +236,9 @@ def test_the_core_runs_without_any_plugin(venv: Venv, tmp_path: Path) -> None:
     names = set(plugin_names(yaml.safe_load(spec.read_text())))
     checked = venv.run("validate", str(spec), script="legorl")
     said = (checked.stdout + checked.stderr).replace(str(spec), "")
-    assert checked.returncode != 0 and "Traceback" not in said, said
+    # every plugin the quickstart names is first-party (lego_rl/catalog.json): validate accepts the
+    # spec with a warning per plugin naming its distribution and how to install it; plan refuses
+    assert "Traceback" not in said and "which is not installed (pip install" in said, said
     assert any(re.search(rf"\b{re.escape(n)}\b", said) for n in names), f"no missing plugin named:\n{said}"
 
     tests = venv.run(
