@@ -24,8 +24,9 @@ class {{Class}}:
 
     def preflight(self) -> list[Problem]:
         # Until run() updates the policy, contracts trainer.trains and trainer.resumes-bitwise
-        # (a step must change the weights inference samples with; a resume must be bitwise)
-        # fail, and so does every run: say so here. Delete this once the update is written.
+        # (a step must move the weights inference samples with towards the rewarded replies; a
+        # resume must be bitwise) fail, and so does every run: say so here. Delete this once
+        # the update is written.
         return [Problem("{{name}}: the policy update in run() is not written yet", "fill in {{package}}/plugin.py")]
 
     def run(self, ctx: RunContext) -> None:

@@ -1,13 +1,15 @@
 """Trainer contracts that a trainer doing nothing fails: a step on sampled trials with mixed
-rewards changes the weights inference samples with, and a run killed between steps and
-resumed from its checkpoint ends with the same weights as one that ran straight, bit for bit.
+rewards changes the weights inference samples with, towards the rewarded replies, and a run
+killed between steps and resumed from its checkpoint ends with the same weights as one that
+ran straight, bit for bit.
 
 The run around the trainer is the kit's own: the first installed inference backend that
 passes its preflight (it must offer :class:`~lego_rl.kinds.LoadsWeights` and
 :class:`~lego_rl.kinds.ScoresTokens`), the first installed optimizer, every group kept, and a
 rollout that samples real tokens from that backend (seeded per trial, so two runs sample the
-same given the same weights). What the weights are is read two ways: a digest of every state
-the trainer hands to ``load_weights``, and the backend's scoring of a fixed reply. Trainers
+same given the same weights; each reply is scored as it is sampled). What the weights are is
+read two ways: a digest of every state the trainer hands to ``load_weights``, and the backend's
+scoring of given replies (those it was trained on, and a fixed one). Trainers
 that run their own rollouts (:class:`~lego_rl.kinds.OwnsRollout`) are out of reach here; their
 own tests show the same (legorl-verl: tests/test_verl_cpu.py).
 """
@@ -44,8 +46,6 @@ class Recorded:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.pushes: list[tuple[int, str]] = []
-        self.first_state: dict[str, Any] | None = None
-        """A copy of the first state handed over (what the trainer started from)."""
         expose(self, inner, skip=("load_weights",))
 
     def __getattr__(self, name: str) -> Any:
@@ -53,8 +53,6 @@ class Recorded:
 
     def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
         self.pushes.append((version, digest(state_dict)))
-        if self.first_state is None:
-            self.first_state = copy.deepcopy(state_dict)
         self.inner.load_weights(state_dict, version)
 
 
@@ -81,14 +79,30 @@ class KeepAll:
 
 
 @dataclass
+class Sampled:
+    """A reply the kit's rollout sampled: its reward less its group's mean (the rewards
+    alternate 1, 0, so the mean is 0.5) and the log-probs inference gave it when it sampled it."""
+
+    prompt: list[int]
+    reply: list[int]
+    centred: float
+    before: list[float]
+
+
+@dataclass
 class Run:
     """One training run of the kit: what inference received and what the trainer reported."""
 
     inference: Recorded
     events: list[Event] = field(default_factory=list)
+    sampled: list[Sampled] = field(default_factory=list)
 
     def steps(self) -> list[dict[str, Any]]:
         return [e.data for e in self.events if e.kind == "step"]
+
+    def shifts(self) -> list[tuple[float, float]]:
+        """Per sampled reply: (reward - group mean, change of its log-prob since it was sampled)."""
+        return [(s.centred, sum(self.inference.score(s.prompt, s.reply, 1.0)) - sum(s.before)) for s in self.sampled]
 
     def probe(self) -> list[float]:
         """The backend's log-probs of a fixed reply to the probe prompt (its current weights)."""
@@ -113,8 +127,9 @@ def inference_backend(env: ContractEnv) -> Any:
     raise ContractError("no installed inference plugin loads weights, scores tokens and passes its preflight")
 
 
-def rollout_of(inference: Recorded, kill_at: int | None) -> Callable[[int], list[list[TrialResult]]]:
-    """Groups of trials sampled from ``inference``, rewards 1, 0, 1, 0 in each group."""
+def rollout_of(run: Run, kill_at: int | None) -> Callable[[int], list[list[TrialResult]]]:
+    """Groups of trials sampled from the run's inference, rewards 1, 0, 1, 0 in each group."""
+    inference = run.inference
 
     def rollout(step: int) -> list[list[TrialResult]]:
         if step == kill_at:
@@ -126,6 +141,9 @@ def rollout_of(inference: Recorded, kill_at: int | None) -> Callable[[int], list
             for i in range(GROUP_SIZE):
                 seed = 1000 * step + 100 * g + i
                 gen = inference.generate(ids, Sampling(max_tokens=REPLY_TOKENS, temperature=1.0, seed=seed))
+                reward = float(i % 2 == 0)
+                before = list(inference.score(ids, gen.completion_ids, 1.0))
+                run.sampled.append(Sampled(ids, list(gen.completion_ids), reward - 0.5, before))
                 segment = Segment(
                     ids=[*ids, *gen.completion_ids],
                     loss_mask=[0] * len(ids) + [1] * len(gen.completion_ids),
@@ -133,7 +151,7 @@ def rollout_of(inference: Recorded, kill_at: int | None) -> Callable[[int], list
                 )
                 trials.append(
                     TrialResult(
-                        trial_id=f"{step}-{g}-{i}", task=f"contract-{g}", reward=float(i % 2 == 0),
+                        trial_id=f"{step}-{g}-{i}", task=f"contract-{g}", reward=reward,
                         termination=Termination.COMPLETED, step=step,
                         trajectory=Trajectory(session=f"{step}-{g}-{i}", segments=[segment]),
                     )
@@ -155,7 +173,7 @@ def training_run(trainer_of: Callable[[], Any], env: ContractEnv, run_dir: Path,
     optimizer = build(env.registry.get("optimizer", env.registry.names("optimizer")[0]), env)
     ctx = RunContext(
         spec=spec, run_dir=run_dir, inference=run.inference, optimizer=optimizer, filter=KeepAll(),
-        rollout=rollout_of(run.inference, kill_at), emit=run.events.append, log=lambda line: None,
+        rollout=rollout_of(run, kill_at), emit=run.events.append, log=lambda line: None,
     )  # fmt: skip
     ctx.extra["resume_from"] = checkpoint_of(run_dir) if resume else None
     try:
@@ -180,7 +198,7 @@ def reachable(trainer: Any) -> bool:
 
 @contract("trainer", "trains")
 def trains(trainer: Any, env: ContractEnv) -> None:
-    """a step on sampled trials with mixed rewards changes the weights inference samples with"""
+    """a step on sampled trials with mixed rewards changes the weights inference samples with, towards the rewarded replies"""
     if not reachable(trainer):
         return
     run = training_run(lambda: trainer, env, fresh_dir(env, "trains"), steps=1)
@@ -191,12 +209,15 @@ def trains(trainer: Any, env: ContractEnv) -> None:
     pushes = run.inference.pushes
     expect(bool(pushes), "the trainer never handed weights to inference (LoadsWeights.load_weights)")
     expect(run.inference.policy_version >= 1, f"policy_version is {run.inference.policy_version} after a step")
-    baseline = Run(Recorded(inference_backend(env)))  # the weights before the step: the first hand-off's, or the backend's own
     if len(pushes) >= 2:
         expect(pushes[-1][1] != pushes[0][1], "the weights handed over after the step are those handed over before it")
-        assert run.inference.first_state is not None
-        baseline.inference.inner.load_weights(run.inference.first_state, pushes[0][0])
-    expect(run.probe() != baseline.probe(), "inference scores a fixed reply as before the step: the weights did not change")
+    shifts = run.shifts()
+    expect(any(moved != 0.0 for _, moved in shifts),
+           "inference scores the replies the step trained on as it did when it sampled them: the weights did not change")  # fmt: skip
+    towards = sum(centred * moved for centred, moved in shifts)
+    expect(towards > 0.0,
+           f"the step made the rewarded replies less likely against the unrewarded ones (sum of (reward - group mean) "
+           f"x change of log-prob = {towards:.3g}): it climbs the loss, or trains on something else")  # fmt: skip
 
 
 @contract("trainer", "resumes-bitwise")
