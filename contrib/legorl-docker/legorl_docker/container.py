@@ -151,7 +151,7 @@ class Container:
         fields += [f"{k}={v}" for k, v in {**self.settings.env, **(env or {})}.items() if "\0" not in k + v]
         spec_path = self.run_dir / "exec" / f"{n}.spec"
         fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with open(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+        with open(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write("\0".join(fields))
         pid_path = self.run_dir / "exec" / f"{n}.pid"
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

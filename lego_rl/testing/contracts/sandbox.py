@@ -112,6 +112,9 @@ def runs_commands(backend: Any, env: ContractEnv) -> None:
         expect(out.exit_code == 0, f"the task's files are not in the working directory: {out}")
         out = sandbox.exec("echo $LEGORL_CONTRACT", timeout=30, env={"LEGORL_CONTRACT": "set"})
         expect(out.stdout.strip() == "set", f"exec(env=...) not passed to the command: {out}")
+        # a command is run as given, byte for byte: a patch with CRLF lines in a here-document
+        out = sandbox.exec("od -An -tx1 <<'END'\r\na\r\nEND\r\n", timeout=30)
+        expect(out.stdout.split() == ["61", "0d", "0a"], f"the command's CR characters were changed: {out}")
 
 
 @contract("sandbox", "file-transfer")

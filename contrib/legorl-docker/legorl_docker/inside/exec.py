@@ -19,7 +19,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 def main():
     n = sys.argv[1]
-    with open(f"{RUN}/{n}.spec", encoding="utf-8", errors="surrogateescape") as f:
+    with open(f"{RUN}/{n}.spec", encoding="utf-8", errors="surrogateescape", newline="") as f:  # a CR stays a CR
         command, cwd, uid, gid, results, results_env, rlimits, *pairs = f.read().split("\0")
     with open(f"{RUN}/{n}.pid.partial", "w") as f:
         f.write(str(os.getpid()))
