@@ -3,11 +3,15 @@
 Before the agent runs: every other git repository, object store, pack or bundle under the
 writable roots (a leftover copy of the original ``.git``, an alternates target), found by
 its content whatever its name (:mod:`legorl_std.anticheat.git_leftovers`), is removed,
-and the workdir's ``.git`` is replaced by a fresh repository with one commit of the
-starting tree on the same branch name (no other commits, branches, tags, reflog, packed
-refs, ORIG_HEAD, stash, dangling objects or alternates). Then that state is checked (and the
-scan run again if it removed anything); a leftover or a repository that still shows more is refused (an
-infrastructure error: the removal or the rewrite failed).
+and the workdir's ``.git`` is replaced by a fresh repository that holds the task's own HEAD
+commit alone, fetched at depth 1 (same commit id, history cut as a shallow clone cuts it, so
+an eval script's ``git checkout <base commit> -- tests`` and ``git diff <base commit>`` still
+work), on the same branch name, the working tree as the task left it; a repository without
+a commit gets one commit of the starting tree instead. No other commits, branches, tags,
+reflog, packed refs, ORIG_HEAD, stash, index entries, dangling objects or alternates. Then
+that state is checked (and the scan run again if it removed anything); a leftover or a
+repository that still shows more is refused (an infrastructure error: the removal or the
+rewrite failed).
 """
 
 from __future__ import annotations
@@ -27,14 +31,21 @@ GIT = "git -c safe.directory='*' -c core.hooksPath=/dev/null -c commit.gpgsign=f
 _REWRITE = """set -u
 if cd "$W" 2>/dev/null && [ -e .git ]; then
 branch=$({git} symbolic-ref --short HEAD 2>/dev/null || echo main)
-rm -rf .git
-{git} init -q && {git} symbolic-ref HEAD "refs/heads/$branch" || exit 3
-{git} add -A >/dev/null && {git} -c user.name=lego-rl -c user.email=lego-rl@localhost \
-  commit -q --allow-empty --no-verify -m "task start" || exit 4
-rm -rf .git/logs .git/ORIG_HEAD .git/FETCH_HEAD .git/hooks/*
+head=$({git} rev-parse --verify -q 'HEAD^{{commit}}' 2>/dev/null || true)
+new=$(mktemp -d 2>/dev/null) || new=""
+if [ -n "$head" ] && [ -n "$new" ] && {git} init -q "$new" \
+    && {git} -C "$new" -c protocol.file.allow=always fetch -q --no-tags --depth=1 "file://$W/.git" "$head" 2>/dev/null; then
+  rm -rf .git && mv "$new/.git" .git || exit 3
+  {git} update-ref "refs/heads/$branch" "$head" && {git} symbolic-ref HEAD "refs/heads/$branch" && {git} reset -q || exit 4
+else
+  rm -rf .git
+  {git} init -q && {git} symbolic-ref HEAD "refs/heads/$branch" || exit 3
+  {git} add -A >/dev/null && {git} -c user.name=lego-rl -c user.email=lego-rl@localhost \
+    commit -q --allow-empty --no-verify -m "task start" || exit 4
+fi
+rm -rf "$new" .git/logs .git/ORIG_HEAD .git/FETCH_HEAD .git/hooks/*
 fi
 """
-
 _CHECK = """cd {workdir} 2>/dev/null && [ -e .git ] || exit 0
 echo "commits $({git} rev-list --all --reflog --count 2>/dev/null)"
 echo "refs $({git} for-each-ref | wc -l)"
