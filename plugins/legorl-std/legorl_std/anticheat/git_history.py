@@ -109,7 +109,7 @@ _MARKED = "history-demo.txt"
 
 
 def build(options: GitHistoryOptions, ctx: BuildContext) -> GitHistory:
-    """The repo's history is rewritten to one commit of the starting tree; no leftovers."""
+    """The repo keeps only its HEAD commit (same id, history cut as a shallow clone); no leftovers."""
     return GitHistory()
 
 
