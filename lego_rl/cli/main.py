@@ -9,6 +9,7 @@ import typer
 from lego_rl import __version__
 from lego_rl.cli.apply import apply
 from lego_rl.cli.bench import bench
+from lego_rl.cli.check_tasks import check_tasks
 from lego_rl.cli.common import err
 from lego_rl.cli.dashboard import dashboard
 from lego_rl.cli.export import export
@@ -35,6 +36,7 @@ for command in (
     app.command()(command)
 app.command(context_settings={"ignore_unknown_options": True})(bench)  # its options: the bench's
 app.command("new-plugin")(new_plugin)
+app.command("check-tasks")(check_tasks)
 try:  # plugins' own commands (legorl-std's `redteam`); a broken plugin leaves the core's usable
     default_registry().add_commands(app)
 except RegistryError as exc:
