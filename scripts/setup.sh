@@ -17,6 +17,17 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+# python3-pytest: the system python3 that sandboxed tasks run (the local sandbox's view is the
+# host's /usr) runs the pypi-bugs tasks' tests with Debian's pytest, as their image does.
+if [[ -x /usr/bin/python3 ]] && ! /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing python3-pytest (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pytest >/dev/null
+    else
+        echo "warning: /usr/bin/python3 has no pytest; the pypi-bugs tasks need it: sudo apt-get install python3-pytest" >&2
+    fi
+fi
+
 # Container engine for the docker sandbox (contrib/legorl-docker): Debian's docker.io (its
 # daemon runs as root), btrfs-progs (lego-rl's own daemon keeps its data on a btrfs image, the
 # one storage driver here that caps a container's disk) and mmdebstrap (the offline base image

@@ -1,5 +1,6 @@
 """The offline base image ``legorl/base:bookworm``: a Debian root file system from Debian's
-packages (mmdebstrap), with bash, coreutils, python3 and git, imported into the daemon.
+packages (mmdebstrap), with bash, coreutils, python3 (with pytest: the pypi-bugs tasks' tests) and
+git, imported into the daemon.
 
 No registry is reachable, so the task images' ``FROM`` is this image (the sandbox's
 ``fallback_base``) wherever the named one is not in the daemon. The build is cached by its
@@ -29,7 +30,7 @@ from legorl_docker.daemon import locked
 TAG = "legorl/base:bookworm"
 RECIPE = 1
 """Bump when the recipe below changes in a way its fields do not show."""
-PACKAGES = ("bash", "coreutils", "python3", "git", "ca-certificates", "procps", "util-linux", "patch", "less")
+PACKAGES = ("bash", "coreutils", "python3", "python3-pytest", "git", "ca-certificates", "procps", "util-linux", "patch", "less")
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 DEFAULT_CACHE = Path(os.environ.get("LEGORL_DOCKER_STATE", "/var/lib/legorl-docker")) / "cache"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

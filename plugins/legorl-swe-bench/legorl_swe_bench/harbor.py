@@ -17,6 +17,7 @@ import json
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from legorl_swe_bench.instances import Instance
 
@@ -63,8 +64,10 @@ def write_task(
     image_template: str = DEFAULT_IMAGE,
     agent_timeout_sec: float,
     verifier_timeout_sec: float,
+    metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Write the task directory ``dest`` (which must not exist yet)."""
+    """Write the task directory ``dest`` (which must not exist yet); ``metadata`` adds to
+    task.toml's ``[metadata]`` (what the task source knows of the instance's origin)."""
     image = image_name(instance, image_template)
     (dest / "environment").mkdir(parents=True)
     (dest / "tests").mkdir()
@@ -74,7 +77,7 @@ def write_task(
         dockerfile += f"COPY testbed/ {TESTBED}/\n"
     (dest / "environment" / "Dockerfile").write_text(dockerfile)
     (dest / "task.toml").write_text(
-        _task_toml(instance, image, agent_timeout_sec, verifier_timeout_sec)
+        _task_toml(instance, image, agent_timeout_sec, verifier_timeout_sec, metadata or {})
     )
     (dest / "instruction.md").write_text(_instruction(instance))
     eval_script = instance.eval_script or generated_eval_script(instance, test_cmd)
@@ -184,9 +187,9 @@ def _instruction(instance: Instance) -> str:
 
 
 def _task_toml(
-    instance: Instance, image: str, agent_timeout: float, verifier_timeout: float
+    instance: Instance, image: str, agent_timeout: float, verifier_timeout: float, extra: dict[str, Any]
 ) -> str:
-    meta = {
+    meta: dict[str, Any] = {
         "source": "swe-bench",
         "instance_id": instance.instance_id,
         "repo": instance.repo,
@@ -196,6 +199,7 @@ def _task_toml(
     }
     if instance.environment_setup_commit:
         meta["environment_setup_commit"] = instance.environment_setup_commit
+    meta.update(extra)
     lines = ['version = "1.0"', "", "[metadata]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in meta.items()]
     lines += ["", "[agent]", f"timeout_sec = {float(agent_timeout)}"]

@@ -1,0 +1,5 @@
+"""
+This module defines the version.
+"""
+
+__version__ = "1.0.4"
