@@ -12,8 +12,9 @@ Safe defaults, which a task's ``[metadata.crossing]`` table can extend:
 - never: git metadata, test files, test-runner configuration, site customisation, byte code;
 - only source and data files by extension (an allowlist: a configuration file name that a
   newer test runner learns to read does not cross, whatever it is called);
-- never an added top-level module (in a root, where the workdir is on ``sys.path``) that
-  shadows one of the standard library or of the test tooling;
+- never an added module that shadows one of the standard library or of the test tooling
+  where its directory may be on ``sys.path``: a root (the workdir is), or any directory that is
+  not a package of the task's starting state (``PYTHONPATH=src``, pytest's rootdir insertion);
 - at most ``max_files`` files and ``max_bytes`` bytes, else :class:`CrossingLimit`.
 
 ``allow`` patterns cross even where a default rule would drop the path (the type and size
@@ -27,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,6 +38,8 @@ FileType = Literal["file", "symlink", "dir", "other", "none"]
 """What the path is in the agent's copy (``none``: it was deleted)."""
 ChangeKind = Literal["added", "modified", "deleted"]
 """How the agent changed the path."""
+IsPackage = Callable[[str], bool]
+"""Whether an in-sandbox directory holds ``__init__.py`` in the task's starting state."""
 
 SOURCE_EXTENSIONS = frozenset(
     ".py .pyi .pyx .pxd .c .h .cc .cpp .cxx .hpp .hh .rs .go .java .kt .scala .rb .php .js .mjs "
@@ -131,12 +134,14 @@ class CrossingPolicy:
             max_bytes=int(table.get("max_bytes", cls.max_bytes)),
         )
 
-    def decide(self, changes: Sequence[FileChange]) -> Crossing:
-        """Split ``changes``; raises :class:`CrossingLimit` past the budget."""
+    def decide(self, changes: Sequence[FileChange], is_package: IsPackage | None = None) -> Crossing:
+        """Split ``changes``; raises :class:`CrossingLimit` past the budget. ``is_package(dir)``:
+        whether an in-sandbox directory is a package (holds ``__init__.py``) in the task's
+        starting state; without it every directory is taken to be possibly on ``sys.path``."""
         crossing = Crossing()
         size = 0
         for change in sorted(changes, key=lambda c: c.path):
-            why = self.rule(change)
+            why = self.rule(change, is_package)
             if why:
                 crossing.dropped.append((change, why))
                 continue
@@ -148,7 +153,7 @@ class CrossingPolicy:
             raise CrossingLimit(f"the agent's changed files hold {size} bytes (at most {self.max_bytes} cross)")
         return crossing
 
-    def rule(self, change: FileChange) -> str:
+    def rule(self, change: FileChange, is_package: IsPackage | None = None) -> str:
         """Why ``change`` does not cross ('' if it does)."""
         path = change.path
         if not any(_under(path, root) for root in self.roots):
@@ -159,9 +164,9 @@ class CrossingPolicy:
             return "not a regular file" if change.type == "other" else "a directory"
         if self._matches(self.allow, path):
             return ""
-        return self._default_rule(change)
+        return self._default_rule(change, is_package)
 
-    def _default_rule(self, change: FileChange) -> str:
+    def _default_rule(self, change: FileChange, is_package: IsPackage | None) -> str:
         path = change.path
         parts = path.split("/")
         name = parts[-1]
@@ -175,18 +180,21 @@ class CrossingPolicy:
             return "test-runner configuration or site customisation"
         if change.kind != "deleted" and posixpath.splitext(name)[1].lower() not in self.extensions:
             return "not a source file (by extension)"
-        if change.kind == "added" and (module := self._top_level_module(path)) in SHADOWED:
+        if change.kind == "added" and (module := self._top_level_module(path, is_package)) in SHADOWED:
             return f"shadows the module {module!r}"
         return ""
 
-    def _top_level_module(self, path: str) -> str:
-        """The module an added file defines where a root is on ``sys.path`` (a file or a
-        package directly in a root: ``/app/json.py``, ``/app/json/__init__.py``), else ''."""
+    def _top_level_module(self, path: str, is_package: IsPackage | None) -> str:
+        """The top-level module an added file defines if its directory is on ``sys.path`` (a
+        file or a package in a root, ``/app/json.py``, ``/app/json/__init__.py``, or in a
+        directory that is no package at the start, ``/app/src/pytest.py``), else ''."""
         parent, name = posixpath.split(path)
         if name == "__init__.py":
             parent, name = posixpath.split(parent)
             name += ".py"
-        return _module_name(name) if parent in self.roots else ""
+        if parent in self.roots or is_package is None or not is_package(parent):
+            return _module_name(name)
+        return ""
 
     @staticmethod
     def _matches(patterns: Iterable[str], path: str) -> bool:

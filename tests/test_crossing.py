@@ -17,9 +17,16 @@ def task(crossing: dict | None = None) -> Task:
     return Task(name="t", path=Path("/nowhere"), instruction="", config=config)
 
 
-def rule(path: str, kind: str = "modified", type_: str = "file", policy: CrossingPolicy | None = None) -> str:
+PACKAGES = {"/app/pkg"}
+"""The directories with an __init__.py at the start in these tests."""
+
+
+def rule(
+    path: str, kind: str = "modified", type_: str = "file", policy: CrossingPolicy | None = None,
+    packages: set[str] | None = PACKAGES,
+) -> str:  # fmt: skip
     policy = policy or CrossingPolicy.for_task(task(), ROOTS)
-    return policy.rule(FileChange(path, kind, type_))  # type: ignore[arg-type]
+    return policy.rule(FileChange(path, kind, type_), None if packages is None else packages.__contains__)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -69,6 +76,12 @@ def test_an_added_top_level_module_that_shadows_does_not_cross(module: str) -> N
     assert rule(f"/app/{module}/__init__.py", kind="added") == f"shadows the module {module!r}"
     assert rule(f"/app/pkg/{module}.py", kind="added") == ""  # inside a package: pkg.json, no shadow
     assert rule(f"/app/{module}.py", kind="modified") == ""  # the image's own module
+    # a directory that is no package may be on sys.path (PYTHONPATH=src, pytest's rootdir insertion)
+    assert rule(f"/app/src/{module}.py", kind="added") == f"shadows the module {module!r}"
+    assert rule(f"/app/src/{module}/__init__.py", kind="added") == f"shadows the module {module!r}"
+    assert rule(f"/app/pkg/new/{module}.py", kind="added") == f"shadows the module {module!r}"  # a new directory
+    # without knowing the starting state's packages, every directory may be on sys.path
+    assert rule(f"/app/pkg/{module}.py", kind="added", packages=None) == f"shadows the module {module!r}"
 
 
 def test_links_and_special_files_never_cross() -> None:

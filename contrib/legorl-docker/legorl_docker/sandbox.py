@@ -271,7 +271,7 @@ class DockerSandbox:
             store = self._state / "crossing"
             store.mkdir(exist_ok=True)
             tree = verify.read_agent_tree(container, diff, policy, store) if container is not None and diff else verify.AgentTree([])
-            crossing = policy.decide(tree.changes)
+            crossing = policy.decide(tree.changes, tree.is_package)
             fresh = self._take_spare() or self._create("verify", self._start, relay=False, binds=())
             try:
                 verify.apply(crossing, tree, fresh, self._settings.user, {p for k, p in diff if k == "added"})

@@ -35,6 +35,11 @@ class AgentTree:
     """A crossing regular file's bytes (a host copy) and permission bits."""
     dirs: dict[str, int] = field(default_factory=dict)
     """A changed directory's permission bits (a crossing file's new parent needs them)."""
+    packages: set[str] = field(default_factory=set)
+    """Directories of the read roots that held ``__init__.py`` in the starting state."""
+
+    def is_package(self, directory: str) -> bool:
+        return directory in self.packages
 
 
 def merge(
@@ -63,6 +68,7 @@ def read_agent_tree(
     """What each changed path is now in ``container``; the bytes of the files that cross."""
     wanted = {path: kind for kind, path in diff}
     tree = AgentTree([])
+    tree.packages = {posixpath.dirname(p) for p, k in wanted.items() if k == "deleted" and p.endswith("/__init__.py")}
     found: dict[str, tuple[FileType, int]] = {}
     stored = 0
     for root in policy.roots:
@@ -81,13 +87,16 @@ def read_agent_tree(
                 for member in stream:
                     path = posixpath.normpath(posixpath.join(parent, member.name))
                     kind = wanted.get(path)
+                    if posixpath.basename(path) == "__init__.py" and kind != "added":
+                        tree.packages.add(posixpath.dirname(path))  # there at the start
                     if kind is None or kind == "deleted":
                         continue
                     what = _type(member)
                     found[path] = (what, member.size if what == "file" else 0)
                     if what == "dir":
                         tree.dirs[path] = member.mode & MODE_BITS
-                    crosses = policy.rule(FileChange(path, kind, what, member.size)) == ""
+                    # the packages are known once the whole tar is read: keep the bytes of what may cross
+                    crosses = policy.rule(FileChange(path, kind, what, member.size), lambda d: True) == ""
                     if what == "file" and crosses and stored <= policy.max_bytes:
                         source = stream.extractfile(member)
                         if source is not None:

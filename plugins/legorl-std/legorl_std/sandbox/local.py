@@ -638,11 +638,12 @@ class LocalSandbox:
         self._check_resources(None)  # a layer the agent filled: recorded for the agent phase
         (self.trial_dir / "agent.diff").write_text(self.diff(changes))
         policy = CrossingPolicy.for_task(task, self.image.mount_points)
-        crossing = policy.decide(file_changes(changes, self.fs))
         self._keep_logs()
         fresh = self._fresh("verify-", self._start)
         fresh.mount()
         self._snapshots.append(fresh)
+        start = fresh.merged  # the task's starting state: which directories are packages there
+        crossing = policy.decide(file_changes(changes, self.fs), lambda d: (start / d.lstrip("/") / "__init__.py").is_file())
         try:
             apply(crossing, self.fs, fresh.merged, self.user)
         except OSError as exc:  # the agent's files (their names, sizes): the copy cannot hold them
