@@ -37,7 +37,7 @@ def git(cwd: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
     cache = tmp_path_factory.mktemp("pypi-bugs")
-    source = build(PypiBugsOptions(path=str(SHIPPED), dir=str(cache)), BuildContext(spec_dir=REPO))
+    source = build(PypiBugsOptions(bugs=str(SHIPPED), dir=str(cache)), BuildContext(spec_dir=REPO))
     assert source.preflight() == []
     return {task.name: task for task in source.tasks()}
 
@@ -84,7 +84,7 @@ def test_the_tasks_repository_is_the_buggy_release_alone(tasks: dict[str, Task])
 
 
 def test_the_same_bugs_give_the_same_commits_on_every_build(tasks: dict[str, Task], tmp_path: Path):
-    again = build(PypiBugsOptions(path=str(SHIPPED), dir=str(tmp_path), include=BUGS[:2]), BuildContext(spec_dir=REPO))
+    again = build(PypiBugsOptions(bugs=str(SHIPPED), dir=str(tmp_path), include=BUGS[:2]), BuildContext(spec_dir=REPO))
     for task in again.tasks():
         assert task.config["metadata"]["base_commit"] == tasks[task.name].config["metadata"]["base_commit"]
 
@@ -103,10 +103,10 @@ def test_bad_bug_directories_are_named(tmp_path: Path):
     (bug / "bug.toml").write_text(toml.replace("fail_to_pass = [", 'fail_to_pass = ["tests/t.py::t[a b]", ', 1))
     with pytest.raises(InstanceError, match=r"white space"):
         read_bug(bug)
-    source = build(PypiBugsOptions(path=str(tmp_path / "none")), BuildContext(spec_dir=tmp_path))
+    source = build(PypiBugsOptions(bugs=str(tmp_path / "none")), BuildContext(spec_dir=tmp_path))
     assert "does not exist" in source.preflight()[0].message
     with pytest.raises(InstanceError, match=r"no bug under .* matches"):
-        build(PypiBugsOptions(path=str(SHIPPED), include=["nothing-*"]), BuildContext(spec_dir=REPO)).tasks()
+        build(PypiBugsOptions(bugs=str(SHIPPED), include=["nothing-*"]), BuildContext(spec_dir=REPO)).tasks()
 
 
 @pytest.mark.slow

@@ -38,6 +38,8 @@ from legorl_swe_bench.instances import Instance, InstanceError
 FORMAT_VERSION = 1
 """Bumped whenever the written mirrors or tasks change, so older caches are not reused."""
 BUG_FILES = ("bug.toml", "fix.patch", "test.patch")
+SHIPPED = Path(__file__).resolve().parents[3] / "tasks" / "pypi-bugs"
+"""The bugs shipped with lego-rl's checkout (this plugin installed from it)."""
 IMAGE = "legorl/base:bookworm"
 """Debian bookworm with python3 (3.11) and python3-pytest: what every shipped bug's tests need."""
 GIT_ENV = {
@@ -121,7 +123,7 @@ def read_bug(path: Path) -> ShippedBug:
 def bug_dirs(root: Path) -> list[Path]:
     """Every bug directory under ``root`` (those with a ``bug.toml``), by name."""
     if not root.is_dir():
-        raise InstanceError(f"pypi-bugs directory {root} does not exist (tasks.options.path)")
+        raise InstanceError(f"pypi-bugs directory {root} does not exist (tasks.options.bugs)")
     return [d for d in sorted(root.iterdir()) if (d / "bug.toml").is_file()]
 
 
@@ -156,10 +158,10 @@ def instance_of(bug: ShippedBug, base: str) -> Instance:
 
 class PypiBugsOptions(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"path": "../tasks/pypi-bugs"}]}
+        extra="forbid", json_schema_extra={"examples": [{"bugs": str(SHIPPED), "include": ["parse-*"]}]}
     )
 
-    path: str = Field(description="Directory of bug directories (relative to the spec), e.g. the shipped tasks/pypi-bugs.")
+    bugs: str = Field(description="Directory of bug directories (relative to the spec), e.g. the shipped tasks/pypi-bugs.")
     include: list[str] = Field(default_factory=list, description="Glob patterns of bug ids to keep.")
     exclude: list[str] = Field(default_factory=list, description="Glob patterns of bug ids to drop.")
     image: str = Field(
@@ -186,7 +188,7 @@ class PypiBugsTasks:
     def preflight(self) -> list[Problem]:
         if not self.source.is_dir():
             return [Problem(f"pypi-bugs directory {self.source} does not exist",
-                            "set tasks.options.path to a directory of bugs, e.g. the shipped tasks/pypi-bugs")]  # fmt: skip
+                            "set tasks.options.bugs to a directory of bugs, e.g. the shipped tasks/pypi-bugs")]  # fmt: skip
         if shutil.which("git") is None:
             return [Problem("git is not on PATH (the pypi-bugs source builds each bug's repository with it)",
                             "install git, e.g. apt-get install git")]  # fmt: skip
@@ -233,7 +235,7 @@ def cache_key(bugs: list[ShippedBug], options: PypiBugsOptions) -> str:
     """Same bug files and options -> same cache directory."""
     digest = hashlib.sha256()
     digest.update(json.dumps({"format": FORMAT_VERSION, "options": options.model_dump(
-        exclude={"path", "dir", "include", "exclude"})}, sort_keys=True).encode())  # fmt: skip
+        exclude={"bugs", "dir", "include", "exclude"})}, sort_keys=True).encode())  # fmt: skip
     for bug in bugs:
         for file in sorted(p for p in bug.path.rglob("*") if p.is_file()):
             digest.update(f"{file.relative_to(bug.path.parent)}\0{os.stat(file).st_mode & 0o111}\0".encode())
@@ -261,7 +263,7 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> str:
 
 def build(options: PypiBugsOptions, ctx: BuildContext) -> PypiBugsTasks:
     """Real bugs of PyPI projects (fixed between two releases) as SWE-bench tasks with git history."""
-    return PypiBugsTasks(options, ctx.path(options.path), cache_root(options.dir, ctx, "pypi-bugs"))
+    return PypiBugsTasks(options, ctx.path(options.bugs), cache_root(options.dir, ctx, "pypi-bugs"))
 
 
 @hookimpl
