@@ -93,13 +93,24 @@ def test_host_root_read_only_but_trial_files_writable(sandbox):
     assert sandbox.exec("cat /tmp/t", timeout=30).exit_code != 0, "/tmp must be private to each exec"
 
 
-def test_python_and_the_venv_are_usable_inside_but_not_our_sources(sandbox):
+def test_lego_rls_interpreter_is_not_in_the_view_unless_exposed_and_our_sources_never(sandbox, tmp_path):
+    """The packages installed beside lego-rl may hold a task's fix (a newer release of its
+    project): the view shows the system's python3, not this process's environment."""
     assert sandbox.exec("python3 -c 'print(1)'", timeout=30).stdout == "1\n"
-    out = sandbox.exec(f"{sys.executable} -c 'import pytest; print(pytest.__file__)'", timeout=60)
-    assert out.exit_code == 0 and out.stdout.startswith("/") and not out.stderr, out
-    for package in ("lego_rl", "legorl_std"):
-        out = sandbox.exec(f"{sys.executable} -c 'import {package}'", timeout=60)
-        assert out.exit_code == 1 and f"No module named '{package}'" in out.stderr, out
+    for path in {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)}:
+        assert sandbox.exec(f"test -e {path} || echo absent", timeout=30).stdout == "absent\n", path
+    exposing = LocalSandboxBackend(
+        LocalSandboxOptions(expose=[sys.prefix, sys.base_prefix]), BuildContext(run_dir=tmp_path / "exposing")
+    )
+    box = exposing.start(make_task(tmp_path, name="exposing"), "exposing")
+    try:
+        out = box.exec(f"{sys.executable} -c 'import pytest; print(pytest.__file__)'", timeout=60)
+        assert out.exit_code == 0 and out.stdout.startswith("/") and not out.stderr, out
+        for package in ("lego_rl", "legorl_std"):
+            out = box.exec(f"{sys.executable} -c 'import {package}'", timeout=60)
+            assert out.exit_code == 1 and f"No module named '{package}'" in out.stderr, out
+    finally:
+        box.stop()
 
 
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
@@ -320,7 +331,7 @@ def host_server():
 
 def _get(url: str) -> str:
     return (
-        f"{sys.executable} -c 'import urllib.request as u; "
+        "python3 -c 'import urllib.request as u; "
         f"print(u.urlopen(\"{url}\", timeout=3).read().decode())'"
     )
 

@@ -65,7 +65,7 @@ def instance_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "patch": patch, "test_patch": test_patch,
         "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
         "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_sub"]),
-        "test_cmd": f"{sys.executable} -m pytest -rA -p no:cacheprovider",
+        "test_cmd": "python3 -m pytest -rA -p no:cacheprovider",  # the system python3, with python3-pytest
     }  # fmt: skip
     path = root / "instances.jsonl"
     path.write_text(json.dumps(instance) + "\n")

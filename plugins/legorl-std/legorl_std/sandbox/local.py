@@ -5,9 +5,11 @@ The task's Dockerfile is materialised once into a shared read-only image directo
 layer is a size-capped tmpfs, mounted at ``<root>/<trial>/fs`` (a path ``/x`` inside is
 ``fs/x`` on the host). Its mount points, ``/logs`` and ``$HOME`` (``/home/agent``) are bound
 read-write into a view built from parts (:mod:`legorl_std.sandbox.view`): the system base
-(``/usr``, ``/etc``, the library dirs), this process's interpreter and, in the agent phase,
-the harness's own files (:meth:`LocalSandbox.provide`), all read-only; nothing else of the
-host exists inside (no checkout, run dir, task dir or home).
+(``/usr``, ``/etc``, the library dirs), the paths ``options.expose`` names and, in the agent
+phase, the harness's own files (:meth:`LocalSandbox.provide`), all read-only; nothing else of
+the host exists inside (no checkout, run dir, task dir or home, not this process's interpreter
+and the packages installed with it: a newer release of the very project a task is about may
+be among them).
 
 Every ``exec`` is a fresh ``bwrap``: private mount/PID/IPC/UTS namespaces, a network
 namespace with loopback only, a private ``/tmp``. As root, the command runs as the trial's
@@ -90,7 +92,6 @@ from legorl_std.sandbox.verify import apply, file_changes
 from legorl_std.sandbox.view import (
     cover_args,
     expose_args,
-    interpreter_paths,
     own_packages,
     parent_dirs,
     root_view_args,
@@ -132,7 +133,7 @@ class View:
     """What a trial shows of the host besides its own files (see :mod:`legorl_std.sandbox.view`)."""
 
     exposed: list[Path]
-    """Host paths shown read-only at their own paths (the interpreter, ``options.expose``)."""
+    """Host paths shown read-only at their own paths (``options.expose``)."""
     covered: list[Path]
     """Our own packages under those paths, shown as empty dirs."""
 
@@ -169,8 +170,8 @@ class LocalSandboxOptions(BaseModel):
     limits: Limits = Field(default_factory=Limits, description="Resource limits of every command.")
     expose: list[str] = Field(
         default_factory=list,
-        description="More host paths shown read-only at their own paths (beside the system base, "
-        "the interpreter and the harness's own files).",
+        description="More host paths shown read-only at their own paths (beside the system base "
+        "and the harness's own files), e.g. an interpreter the tasks' tests run on.",
     )
 
 
@@ -345,7 +346,7 @@ class LocalSandboxBackend:
         """What every trial shows besides its own files (computed once)."""
         with self._lock:
             if self._shown is None:
-                exposed = [*interpreter_paths(), *(Path(os.path.abspath(p)) for p in self.options.expose)]
+                exposed = [Path(os.path.abspath(p)) for p in self.options.expose]
                 self._shown = View(exposed, own_packages([*exposed, Path("/usr")]))
             return self._shown
 
@@ -404,6 +405,7 @@ class LocalSandbox:
         self._options = options
         self._view = view
         self._provided: list[Path] = []
+        self._provided_covered: list[Path] = []
         self._fresh = fresh or (lambda prefix, base: CopySnapshot(lower, trial_dir, user, prefix, base))
         self._snapshots = [snapshot]
         self._start: Sealed | None = None
@@ -652,7 +654,7 @@ class LocalSandbox:
         self._snapshots.remove(old)
         old.unmount()
         self.phase = "verify"
-        self._provided = []
+        self._provided, self._provided_covered = [], []
         self._prepare_tree()
         own = [c for c in changes if any(_under(c.path, m) for m in self.image.mount_points)]
         return {
@@ -668,6 +670,7 @@ class LocalSandbox:
         own files), from the next command on."""
         with self._lock:
             self._provided += [Path(os.path.abspath(p)) for p in paths]
+            self._provided_covered = own_packages(self._provided)  # lego-rl's own, if a harness lives beside it
 
     def exec_reporting(
         self, command: str, *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
@@ -827,7 +830,7 @@ class LocalSandbox:
         argv = [*root_view_args(self._mounts), "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
         made: set[str] = set()
         argv += expose_args([*self._view.exposed, *self._provided], made)
-        argv += cover_args(self._view.covered)
+        argv += cover_args([*self._view.covered, *self._provided_covered])
         for point in sorted(self._mounts, key=lambda m: m.count("/")):
             argv += parent_dirs(point, made)
             argv += ["--bind", str(self.fs / point.lstrip("/")), point]

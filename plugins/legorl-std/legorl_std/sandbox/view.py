@@ -1,13 +1,14 @@
 """What a local sandbox shows: a view built from parts, never the host with parts hidden.
 
 The root inside is empty but for, read-only: the system base (:data:`SYSTEM_BASE`: ``/usr``,
-``/etc``, the library dirs and their usrmerge symlinks), the interpreter this process runs on
-(the task's ``python3`` in a Dockerfile-materialised image) and the paths a harness or the
-spec exposes, each at its own path (their missing parents as empty dirs). Whatever lego-rl
-and its plugins install under those paths (their packages, when not editable installs) is
-covered by empty dirs (their metadata too: inside they are not installed, and no entry point
-of theirs, e.g. our pytest plugin, loads), so the agent can run no generator that rebuilds a
-task's solution.
+``/etc``, the library dirs and their usrmerge symlinks: the task's ``python3`` in a
+Dockerfile-materialised image) and the paths a harness or the spec exposes, each at its own
+path (their missing parents as empty dirs). Not the interpreter lego-rl runs on: the packages
+installed with it may hold the very fix a task asks for (a newer release of its project).
+Whatever lego-rl and its plugins install under the shown paths (their packages, when not
+editable installs) is covered by empty dirs (their metadata too: inside they are not
+installed, and no entry point of theirs, e.g. our pytest plugin, loads), so the agent can run
+no generator that rebuilds a task's solution.
 The trial's own files, ``/dev``, ``/proc`` and a private ``/tmp`` are mounted by the sandbox.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import posixpath
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -80,12 +80,6 @@ def parent_dirs(point: str, made: set[str]) -> list[str]:
         made.add(name)
         argv += ["--perms", "0755", "--dir", name]
     return argv
-
-
-def interpreter_paths() -> list[Path]:
-    """This process's interpreter: its prefix (a venv), the base installation, its bin dir."""
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)}
-    return sorted({Path(os.path.realpath(p)) for p in paths} | {Path(os.path.abspath(p)) for p in paths})
 
 
 def own_packages(under: Iterable[Path]) -> list[Path]:
