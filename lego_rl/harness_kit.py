@@ -69,19 +69,20 @@ def venv_files(venv: Path) -> list[Path]:
     return [venv, *([base] if base is not None and base != venv else [])]
 
 
+def venv_version(venv: Path, distribution: str) -> str:
+    """The version of ``distribution`` installed in the virtualenv ``venv``, or ''."""
+    for site in sorted(venv.glob("lib/python*/site-packages")):
+        for dist in importlib.metadata.distributions(path=[str(site)]):
+            if dist.metadata["Name"] == distribution:
+                return dist.version
+    return ""
+
+
 def npm_version(package_dir: Path) -> str:
     """The version in an npm package's package.json, or '' if there is none."""
     try:
         return str(json.loads((package_dir / "package.json").read_text()).get("version", ""))
     except (OSError, ValueError):
-        return ""
-
-
-def python_version(distribution: str) -> str:
-    """The installed version of a Python distribution, or '' if it is not installed."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
         return ""
 
 

@@ -103,23 +103,25 @@ for lock in plugins/*/package-lock.json contrib/*/package-lock.json; do
     (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) && echo "$lock_sum" > "$stamp"
 done
 
-# OpenHands CLI: its own virtualenv (its pins conflict with ours, e.g. rich<14.3; ~800 MB, a few
-# minutes), which the openhands harness plugin finds next to itself. Cached per requirements file.
-oh="plugins/legorl-openhands"
-oh_sum="$(sha256sum "$oh/requirements.txt" | cut -d' ' -f1)"
-if [[ ! -x "$oh/.venv/bin/openhands" || "$(cat "$oh/.venv/.legorl-req" 2>/dev/null)" != "$oh_sum" ]]; then
-    echo "installing the pinned OpenHands CLI in $oh/.venv (a few minutes)"
-    rm -rf "$oh/.venv"
-    if "$(scripts/find-python.sh)" -m venv "$oh/.venv" \
-        && "$oh/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$oh/requirements.txt" 2>&1 \
-            | { grep -v "^WARNING: Location '.*' is ignored" || true; } \
-        && [[ -x "$oh/.venv/bin/openhands" ]]; then
-        echo "$oh_sum" > "$oh/.venv/.legorl-req"
+# Python harness CLIs (OpenHands, mini-swe-agent): each in its own virtualenv, .venv beside its
+# plugin's requirements.txt, which the plugin finds next to itself. Their pins may conflict with
+# ours (OpenHands: rich<14.3, ~800 MB, a few minutes), and a sandbox shows a harness's files to the
+# agent: its own environment only, never lego-rl's. Cached per requirements file.
+for req in plugins/*/requirements.txt; do
+    dir="$(dirname "$req")"
+    sum="$(sha256sum "$req" | cut -d' ' -f1)"
+    [[ -x "$dir/.venv/bin/python" && "$(cat "$dir/.venv/.legorl-req" 2>/dev/null)" == "$sum" ]] && continue
+    echo "installing the pinned harness CLI in $dir/.venv"
+    rm -rf "$dir/.venv"
+    if "$(scripts/find-python.sh)" -m venv "$dir/.venv" \
+        && "$dir/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" 2>&1 \
+            | { grep -v "^WARNING: Location '.*' is ignored" || true; }; then  # pipefail: pip's status
+        echo "$sum" > "$dir/.venv/.legorl-req"
     else
-        echo "warning: the OpenHands CLI could not be installed into $oh/.venv; rerun scripts/setup.sh" >&2
-        rm -rf "$oh/.venv"
+        echo "warning: the harness CLI of $dir could not be installed into $dir/.venv; rerun scripts/setup.sh" >&2
+        rm -rf "$dir/.venv"
     fi
-fi
+done
 want="$(cat pyproject.toml plugins/*/pyproject.toml contrib/*/pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/legorl" ]]; then
     exit 0

@@ -61,7 +61,7 @@ def test_preflight_names_the_missing_cli_and_the_install(registry: Registry, com
     problem = first_fatal(harness.preflight())
     assert problem is not None
     assert command in problem.message
-    assert "pip install mini-swe-agent==2.4.6" in problem.fix
+    assert "requirements.txt (scripts/setup.sh)" in problem.fix and "harness.options.command" in problem.fix
 
 
 # ---------------------------------------------------------------- config

@@ -8,7 +8,6 @@ repository, and reads back the trajectory file it saves after every step.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,15 @@ VERSION = "2.4.6"
 LOGS = kit.LOGS
 CONFIG_FILE = f"{LOGS}/mini-swe-agent.yaml"
 TRAJECTORY_FILE = f"{LOGS}/mini-swe-agent.traj.json"
-MINI = Path(sys.executable).parent / "mini"
-"""The `mini` executable that pip installs next to this Python."""
+DIST_DIR = Path(__file__).resolve().parents[1]
+VENV = DIST_DIR / ".venv"
+MINI = VENV / "bin" / "mini"
+"""The `mini` executable of the distribution's own virtualenv (a sandbox shows the harness's
+files to the agent: its own environment, never lego-rl's)."""
 INSTALL = (
-    f"pip install mini-swe-agent=={VERSION} into this environment (the project's setup: "
-    "pip install -e plugins/legorl-mini-swe-agent), or set harness.options.command to its "
-    "`mini` executable"
+    f"create {VENV} and install the pinned CLI: python3.12 -m venv {VENV} && "
+    f"{VENV}/bin/pip install -r {DIST_DIR}/requirements.txt (scripts/setup.sh), "
+    "or set harness.options.command to a `mini` executable"
 )
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 """What a command prints first to end the run (mini-swe-agent's submission)."""
@@ -73,7 +75,7 @@ class MiniSweAgent:
         if self.command_path() is None:
             return [kit.cli_missing("mini-swe-agent", self.options.command, MINI, INSTALL)]
         if self.options.command is None:
-            installed = kit.python_version("mini-swe-agent")
+            installed = kit.venv_version(VENV, "mini-swe-agent")
             return kit.untested_version("mini-swe-agent", installed, VERSION, f"pip install mini-swe-agent=={VERSION}")
         return []
 

@@ -13,7 +13,6 @@ that goes on too long.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import shlex
 from pathlib import Path
@@ -74,7 +73,7 @@ class OpenHands:
         if self.command_path() is None:
             return [kit.cli_missing("OpenHands", self.options.command, OPENHANDS, INSTALL)]
         if self.options.command is None:
-            return kit.untested_version("OpenHands", venv_version(VENV), VERSION, INSTALL)
+            return kit.untested_version("OpenHands", kit.venv_version(VENV, "openhands"), VERSION, INSTALL)
         return []
 
     def conformance_script(self, commands: list[str]) -> list[dict[str, Any]]:
@@ -110,10 +109,3 @@ def command_line(openhands: Path) -> str:
     return f"{shlex.quote(str(openhands))} --headless --json -t {task} </dev/null >{EVENTS_FILE}"
 
 
-def venv_version(venv: Path) -> str:
-    """The version of the ``openhands`` distribution installed in ``venv``, or ''."""
-    for site in sorted(venv.glob("lib/python*/site-packages")):
-        for dist in importlib.metadata.distributions(path=[str(site)]):
-            if dist.metadata["Name"] == "openhands":
-                return dist.version
-    return ""
