@@ -29,7 +29,7 @@ from typing import Any
 from lego_rl import hookimpl
 from lego_rl.kinds import Problem, Task
 from lego_rl.registry import BuildContext
-from legorl_docker import procs
+from legorl_docker import daemon, procs
 from legorl_docker.cli import Docker, DockerError
 from legorl_docker.container import SandboxError, Settings
 from legorl_docker.images import HOME, TaskImages
@@ -39,7 +39,7 @@ from legorl_docker.sandbox import DockerSandbox
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_STORAGE_MB = 2048
 STORAGE_SLACK = 32 << 20
-"""Bytes over image + storage_mb of a btrfs container's quota (its metadata)."""
+"""Bytes over storage_mb (and the image, where counted) of a btrfs container's quota (its metadata)."""
 OWNER_LABEL = "legorl.docker.owner"
 STATE_PREFIX = "legorl-dk-"
 OWN_DAEMON = "unix:///run/legorl-docker/docker.sock"
@@ -159,7 +159,7 @@ class DockerBackend:
             memory_mb=resources["memory_mb"],
             cpus=resources["cpus"],
             pids=limits.nproc,
-            storage_bytes=image.size + int(storage) * (1 << 20) + STORAGE_SLACK if self._caps_storage() else None,
+            storage_bytes=self._storage_bytes(image.size, int(storage)),
             rlimits=rlimits,
             labels=labels,
             env=env,
@@ -171,6 +171,20 @@ class DockerBackend:
         if record is not None:
             (record / "sandbox.json").write_text(json.dumps(sandbox.describe(task), indent=2) + "\n")
         return sandbox
+
+    def _storage_bytes(self, image_size: int, storage_mb: int) -> int | None:
+        """A container's quota for ``storage_mb`` of its own writes (None: not enforced here)."""
+        if not self._caps_storage():
+            return None
+        return (image_size if self._quota_counts_image() else 0) + storage_mb * (1 << 20) + STORAGE_SLACK
+
+    def _quota_counts_image(self) -> bool:
+        """Whether the daemon's btrfs quota counts the image layers a container shares: full
+        qgroups limit the bytes a subvolume references, simple quotas only what it wrote. Known
+        for lego-rl's own daemon (its data root's mode); taken as full qgroups elsewhere."""
+        if self.docker.address != OWN_DAEMON:
+            return True
+        return daemon.quota_mode(daemon.STATE / "data") != "squota"
 
     def _caps_storage(self) -> bool:
         if self._driver is None:
