@@ -32,6 +32,8 @@ from legorl_docker.cli import Docker, DockerError
 from legorl_docker.inside import EXEC, INIT
 
 RUN = "/run/legorl"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The container's own PATH (the trial's commands get theirs from the image, per exec)."""
 OUTPUT_CAP = 1 << 20
 """Bytes of stdout and of stderr kept per exec (the tail)."""
 TIMEOUT_EXIT = 124
@@ -114,6 +116,7 @@ class Container:
             *[f"--cap-add={c}" for c in ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")],
             "--security-opt", "no-new-privileges",
             "--mount", f"type=bind,source={self.run_dir},target={RUN}",
+            "--env", f"PATH={SYSTEM_PATH}",  # what docker exec finds our python3 and kill on: never the trial's PATH
             "--entrypoint", "python3",
         ]  # fmt: skip
         for source, target, read_only in self.binds:

@@ -5,7 +5,8 @@ command, its cwd, uid, gid, the result stream's path or '', its variable, the rl
 ``N.pid`` (the host tracks the command by it), makes itself a child subreaper (what the command
 starts stays in its tree), opens the result stream where there is one (a root-only host file,
 so nothing inside can open it by path, only this descriptor), sets the resource limits, drops
-to the trial's user and becomes ``bash -c COMMAND``.
+to the trial's user and becomes ``bash -c COMMAND`` (the image's own bash, found on the system
+PATH, never on the trial's, where the agent may put a shim first).
 """
 
 import ctypes
@@ -14,6 +15,7 @@ import resource
 import sys
 
 RUN = "/run/legorl/exec"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -41,7 +43,8 @@ def main():
     except OSError as exc:
         sys.stderr.write(f"legorl-exec: cannot enter {cwd}: {exc.strerror}\n")
         sys.exit(1)
-    os.execvpe("bash", ["bash", "-c", command], env)
+    bash = next((d + "/bash" for d in SYSTEM_PATH.split(":") if os.access(d + "/bash", os.X_OK)), "bash")
+    os.execve(bash, ["bash", "-c", command], env)
 
 
 main()

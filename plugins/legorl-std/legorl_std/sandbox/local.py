@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import itertools
 import json
 import math
@@ -98,6 +99,14 @@ from legorl_std.sandbox.view import (
 )
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@functools.cache
+def system_tool(name: str) -> str:
+    """``name``'s absolute path in the system base (the host's, which the view shows read-only):
+    what a command's wrapper runs, never looked up on the trial's PATH, where the agent may put
+    a shim first (it would run before the wrapper drops to the trial user)."""
+    return shutil.which(name, path=DEFAULT_PATH) or name
 HOME = "/home/agent"
 LOGS = "/logs"
 LOG_DIRS = ("agent", "verifier", "artifacts")
@@ -466,12 +475,12 @@ class LocalSandbox:
         identity = self._identity_fds()
         fds = (*fds, *(fd for fd, _ in identity))
         argv = [self._bwrap, *self._bwrap_argv(inside_cwd, relay is not None, identity)]
-        argv += ["--", "bash", "-c", self._launcher(), "legorl", command]
+        argv += ["--", system_tool("bash"), "-c", self._launcher(), "legorl", command]
         if relay is not None:  # join the trial's namespace, where the proxy is relayed
-            argv = ["nsenter", f"--net=/proc/self/fd/{relay.ns_fd}", *argv]
+            argv = [system_tool("nsenter"), f"--net=/proc/self/fd/{relay.ns_fd}", *argv]
         if self._cgroup is not None and self._cgroup.dirs:
             procs = self._cgroup.procs_files()
-            argv = ["sh", "-c", CGROUP_JOIN, "legorl-cgroup", str(len(procs)), *procs, *argv]
+            argv = [system_tool("sh"), "-c", CGROUP_JOIN, "legorl-cgroup", str(len(procs)), *procs, *argv]
         clean_env = {**self._env, **(env or {})}  # via the process env, so values never show in ps
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, _closing(identity):
             start = time.monotonic()
@@ -811,18 +820,18 @@ class LocalSandbox:
         if self.user:
             uid, gid = self.user
             wrapper += [
-                "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                system_tool("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                 "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
             ]  # fmt: skip
         controlled = self._cgroup.values if self._cgroup else {}
         memory = self._resources.get("memory_mb") if "memory" not in controlled else None
         limits = self._options.limits.prlimit_args(int(memory) if memory else None)
         if limits:
-            wrapper += ["prlimit", *limits, "--"]
+            wrapper += [system_tool("prlimit"), *limits, "--"]
         cpus = self._resources.get("cpus")
         if cpus and "cpu" not in controlled:  # no cgroup: pin to that many CPUs instead
-            wrapper += ["taskset", "-c", ",".join(map(str, cpu_mask(cpus, self._slot)))]
-        return f'exec {shlex.join([*wrapper, "bash", "-c"])} "$1"'
+            wrapper += [system_tool("taskset"), "-c", ",".join(map(str, cpu_mask(cpus, self._slot)))]
+        return f'exec {shlex.join([*wrapper, system_tool("bash"), "-c"])} "$1"'
 
     def _bwrap_argv(self, cwd: str, relayed: bool, identity: Sequence[tuple[int, str]] = ()) -> list[str]:
         """The view of one command; ``identity``: (descriptor, name) of the /etc files that
