@@ -39,17 +39,19 @@ def run_checks(sandbox: Sandbox, checks: list[Check], *, timeout: float = CHECK_
     """Run ``checks`` in one exec, each in its own subshell; judge each by its own stdout.
 
     Sections are delimited by a random marker, so nothing a check prints (a file name an
-    agent chose) can pass for another check's output."""
+    agent chose) can pass for another check's output. A check's output is held by the shell,
+    never in a file, so the checks run on a disk the agent filled."""
     if not checks:
         return []
     mark = f"@@legorl-{secrets.token_hex(8)}"
-    parts = ['d=$(mktemp -d) || exit 90']
+    parts = []
     for i, check in enumerate(checks):  # each header starts a line: a section is its text + "\n"
+        # no temporary files (the checks must run on a disk the agent filled); the '.' keeps trailing newlines
         parts.append(
-            f"( {check.script}\n) >\"$d/out\" 2>\"$d/err\"; rc=$?\n"
-            f"printf '\\n{mark} {i} %d\\n' $rc; cat \"$d/out\"; printf '\\n{mark} {i} %d\\n' $rc >&2; cat \"$d/err\" >&2"
+            f"printf '\\n{mark} {i} 0\\n' >&2; out=$( ( {check.script}\n); rc=$?; printf .; exit $rc ); rc=$?\n"
+            f"printf '\\n{mark} {i} %d\\n%s' $rc \"${{out%.}}\""
         )
-    parts += [f"printf '\\n{mark} end 0\\n'; printf '\\n{mark} end 0\\n' >&2", 'rm -rf "$d"']
+    parts += [f"printf '\\n{mark} end 0\\n'; printf '\\n{mark} end 0\\n' >&2"]
     result = sandbox.exec("\n".join(parts), timeout=timeout, cwd="/")
     if result.timed_out:
         raise CheckError(f"anti-cheat checks ({', '.join(c.policy for c in checks)}) timed out after {timeout:.0f}s")

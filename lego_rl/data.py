@@ -122,6 +122,12 @@ class SandboxFailure(RuntimeError):
     phase it was, never as the harness's or the verifier's failure."""
 
 
+class ResourceExhausted(RuntimeError):
+    """Raised by a sandbox when the agent's own resource use (a storage quota it filled, ...)
+    stops one of its operations: the trial ends ``resource_limit`` (the policy's) in whatever
+    phase it was. The message starts with the limit and its value (``storage_mb=64 (...)``)."""
+
+
 def termination_rows() -> list[tuple[Termination, Attribution, str]]:
     """Every termination, in order, with its attribution and why (``docs/terminations.md``)."""
     return [(t, attribute(t), TERMINATION_WHY[t]) for t in Termination]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from harness_fakes import NullSandbox
 
-from lego_rl.data import Attribution, Sampling, SandboxFailure, Termination
+from lego_rl.data import Attribution, ResourceExhausted, Sampling, SandboxFailure, Termination
 from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.trial import TrialRunner, TrialSetup
@@ -141,6 +141,18 @@ def test_a_sandbox_that_breaks_mid_trial_ends_it_sandbox_error(where: str) -> No
     assert (result.termination, result.attribution, result.reward) == (Termination.SANDBOX_ERROR, Attribution.INFRASTRUCTURE, 0.0)
     assert result.reason == "sandbox: SandboxFailure: container c1 stopped under the command (exit code 137)"
     assert ("verify" in {t.phase for t in result.timings}) == (where == "verifier"), "a broken sandbox is not verified"
+    assert setup.sandbox.sandboxes[0].stopped
+
+
+@pytest.mark.parametrize("where", ["harness", "verifier"])
+def test_a_sandbox_the_agent_exhausted_ends_the_trial_as_the_policys_resource_limit(where: str) -> None:
+    full = ResourceExhausted("storage_mb=64 (agent phase: the agent filled the container's storage)")
+    harness = FakeHarness(full if where == "harness" else HarnessResult(Termination.COMPLETED))
+    verifier = FakeVerifier(full if where == "verifier" else VerifierResult(1.0))
+    run, setup = runner(harness, verifier)
+    result = run.run(TASK, f"trial-full-{where}")
+    assert (result.termination, result.attribution, result.reward) == (Termination.RESOURCE_LIMIT, Attribution.POLICY, 0.0)
+    assert result.reason.startswith("storage_mb=64 (agent phase")
     assert setup.sandbox.sandboxes[0].stopped
 
 

@@ -18,6 +18,7 @@ from lego_rl.anticheat_checks import phase_violations
 from lego_rl.data import (
     Attribution,
     PhaseTiming,
+    ResourceExhausted,
     Sampling,
     SandboxFailure,
     Termination,
@@ -112,6 +113,8 @@ class TrialRunner:
             self._attempt(task, sandbox, session, result)
         except _TrialEnded:
             pass
+        except ResourceExhausted as exc:  # the agent's resource use stopped the sandbox: the policy's
+            _end(result, Termination.RESOURCE_LIMIT, str(exc))
         except Exception as exc:  # a sandbox that fails to start, or our own bug
             phase = "sandbox" if sandbox is None else "engine"
             lost = sandbox is None or isinstance(exc, SandboxFailure)
@@ -165,8 +168,8 @@ class TrialRunner:
         with self._phase(result, "agent"):
             try:
                 outcome = s.harness.run(sandbox, task, endpoint, timeout=task.agent_timeout)
-            except SandboxFailure:
-                raise  # the sandbox broke under the harness: the trial ends (sandbox_error)
+            except (SandboxFailure, ResourceExhausted):
+                raise  # the sandbox broke under the harness (sandbox_error), or the agent broke it
             except Exception as exc:
                 outcome = HarnessResult(
                     Termination.HARNESS_CRASH, reason=f"{type(exc).__name__}: {exc}"
@@ -182,7 +185,7 @@ class TrialRunner:
         with self._phase(result, "verify"):
             try:
                 verdict = s.verifier.score(sandbox, task)
-            except SandboxFailure:
+            except (SandboxFailure, ResourceExhausted):
                 raise
             except Exception as exc:  # the verifier's own failure: what the tests say is a verdict
                 verdict = VerifierResult(

@@ -50,7 +50,10 @@ class TaskSource(Protocol):
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """One started, isolated trial environment."""
+    """One started, isolated trial environment. A method that cannot go on raises
+    :class:`lego_rl.data.SandboxFailure` when the environment broke under the trial (ours:
+    ``sandbox_error``), :class:`lego_rl.data.ResourceExhausted` when the agent's own resource
+    use stopped it (the policy's: ``resource_limit``)."""
 
     workdir: str
     """The task repository as the agent sees it (e.g. /app)."""

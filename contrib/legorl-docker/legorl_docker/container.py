@@ -56,7 +56,9 @@ class Settings:
     cpus: float | None = None
     pids: int | None = 512
     storage_bytes: int | None = None
-    """The container's whole disk (btrfs: the image's size plus the task's storage)."""
+    """The container's quota (the task's storage, plus the image where the quota counts it)."""
+    storage_mb: int | None = None
+    """The task's storage_mb that quota enforces (what a full disk is reported as)."""
     rlimits: dict[str, tuple[int, int]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)

@@ -160,6 +160,7 @@ class DockerBackend:
             cpus=resources["cpus"],
             pids=limits.nproc,
             storage_bytes=self._storage_bytes(image.size, int(storage)),
+            storage_mb=int(storage) if self._caps_storage() else None,
             rlimits=rlimits,
             labels=labels,
             env=env,

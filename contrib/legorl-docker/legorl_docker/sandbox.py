@@ -45,9 +45,10 @@ from typing import Any, Literal
 from legorl_std.sandbox.limits import Limits
 
 from lego_rl.crossing import ChangeKind, CrossingPolicy
+from lego_rl.data import ResourceExhausted
 from lego_rl.kinds import ExecResult, Task
 from legorl_docker import verify
-from legorl_docker.cli import Docker
+from legorl_docker.cli import Docker, DockerError
 from legorl_docker.container import RESULTS_CAP, Container, SandboxError, Settings
 from legorl_docker.images import HOME, TaskImage
 from legorl_docker.relay import SocketRelay
@@ -127,7 +128,7 @@ class DockerSandbox:
     ) -> ExecResult:
         container = self._current()
         result = container.exec(command, timeout=timeout, env=env, cwd=self._inside(cwd or self.workdir))
-        self._check_resources(container, None if result.timed_out else result.exit_code)
+        self._check_resources(container, None if result.timed_out else result.exit_code, result.stderr)
         return result
 
     def exec_reporting(
@@ -141,7 +142,7 @@ class DockerSandbox:
         os.close(os.open(results, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             result = container.exec(command, timeout=timeout, env=env, cwd=self._inside(cwd or self.workdir), results=results)
-            self._check_resources(container, None if result.timed_out else result.exit_code)
+            self._check_resources(container, None if result.timed_out else result.exit_code, result.stderr)
             with open(results, "rb") as stream:
                 return result, stream.read(RESULTS_CAP).decode("utf-8", errors="replace")
         finally:
@@ -266,14 +267,16 @@ class DockerSandbox:
             if container is not None and not container.alive():
                 raise SandboxError(f"the agent's container {container.name} stopped before verification ({container.ended()}): killed from outside the trial, or its daemon failed")
             killed = container.kill_all() if container is not None else 0
-            diff = verify.merge(self._earlier, container.diff()) if container is not None else list(self._earlier)
+            diff = verify.merge(self._earlier, self._agent_diff(container)) if container is not None else list(self._earlier)
             policy = CrossingPolicy.for_task(task, self.image.roots)
             store = self._state / "crossing"
             store.mkdir(exist_ok=True)
             tree = verify.read_agent_tree(container, diff, policy, store) if container is not None and diff else verify.AgentTree([])
             crossing = policy.decide(tree.changes, tree.is_package)
             fresh = self._take_spare() or self._create("verify", self._start, relay=False, binds=())
+            diff_file = (self._record or self._state) / "agent.diff"
             try:
+                diff_file.write_text(verify.agent_diff(tree, fresh, policy.roots))
                 verify.apply(crossing, tree, fresh, self._settings.user, {p for k, p in diff if k == "added"})
             except BaseException:
                 self._remove(fresh)
@@ -292,6 +295,7 @@ class DockerSandbox:
             self.timings["to_verify"] = time.monotonic() - start
             own = [(k, p) for k, p in diff if any(_under(p, r) for r in self.image.roots)]
             return {
+                "agent_diff": str(diff_file),
                 "agent_changes": [f"{k[0].upper()} {p}" for k, p in own[:200]],
                 "agent_commands_killed": killed,
                 "pristine": True,
@@ -306,7 +310,7 @@ class DockerSandbox:
         own dirs left out."""
         with self._lock:
             container = self._container
-            diff = verify.merge(self._earlier, container.diff()) if container is not None else list(self._earlier)
+            diff = verify.merge(self._earlier, self._agent_diff(container)) if container is not None else list(self._earlier)
         return [Change(path, kind) for kind, path in diff if not (kind == "modified" and path in _PARENTS)]
 
     def writable_roots(self) -> list[str]:
@@ -463,11 +467,27 @@ class DockerSandbox:
                 with tarfile.open(fileobj=buffer, mode="r:") as tar:
                     tar.extractall(target, members=[m for m in tar.getmembers() if _safe(m, str(target))], filter="data")
 
-    def _check_resources(self, container: Container, exit_code: int | None) -> None:
+    def _agent_diff(self, container: Container) -> list[tuple[ChangeKind, str]]:
+        """``docker diff`` of the agent's container; a layer the agent filled to its quota (the
+        daemon then cannot diff it) is the agent's resource limit (:class:`ResourceExhausted`),
+        not the daemon's failure."""
+        try:
+            return container.diff()
+        except DockerError as exc:
+            if not _DISK_FULL.search(str(exc)) and "quota exceeded" not in str(exc):
+                raise
+            self._check_resources(container, None, "Disk quota exceeded")
+            limit = f"storage_mb={self._settings.storage_mb}" if self._settings.storage_mb else "storage"
+            raise ResourceExhausted(f"{limit} (agent phase: the agent filled the container's storage, the daemon "
+                                    f"cannot read its change: {str(exc)[-300:]})") from exc  # fmt: skip
+
+    def _check_resources(self, container: Container, exit_code: int | None, stderr: str = "") -> None:
         """Record the limits the last command (or one beside it) ran into."""
         found: list[tuple[str, str]] = []
         if exit_code is not None and (limit := self._limits.signalled(exit_code)):
             found.append((limit, f"a command was killed by signal {exit_code - 128}"))
+        if self._settings.storage_mb and (full := _DISK_FULL.search(stderr[-8192:])):
+            found.append((f"storage_mb={self._settings.storage_mb}", f"a command wrote past the container's storage ({full[0]})"))
         for name, count in container.cgroup_counters().items():
             key = f"{container.name}:{name}"
             new = count - self._counters.get(key, 0)
@@ -485,6 +505,8 @@ class DockerSandbox:
         return "/" + posixpath.normpath(posixpath.join(self.workdir, path)).lstrip("/")
 
 
+_DISK_FULL = re.compile(r"Disk quota exceeded|No space left on device")
+"""What a command that ran into the container's storage quota prints (EDQUOT, ENOSPC)."""
 _PARENTS = frozenset({"/", "/var", "/run", "/home", "/logs"})
 _TRIVIAL = _PARENTS | {*SCRATCH, HOME, "/logs/agent", "/logs/verifier", "/logs/artifacts"}
 """Dirs whose being modified, and nothing in them, is only their times (checks' scratch files)."""

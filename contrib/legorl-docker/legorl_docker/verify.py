@@ -16,14 +16,20 @@ import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from legorl_std.sandbox.snapshot import diff_texts, text_of
 
 from lego_rl.crossing import ChangeKind, Crossing, CrossingLimit, CrossingPolicy, FileChange, FileType
 from legorl_docker.cli import DockerError
 from legorl_docker.container import Container
 
 MODE_BITS = 0o777
+DIFF_FILE_CAP = 256 << 10
+DIFF_FILES = 64
+"""The agent's diff shows files up to this size, this many of them (the rest: named only)."""
 
 
 @dataclass
@@ -37,6 +43,8 @@ class AgentTree:
     """A changed directory's permission bits (a crossing file's new parent needs them)."""
     packages: set[str] = field(default_factory=set)
     """Directories of the read roots that held ``__init__.py`` in the starting state."""
+    texts: dict[str, bytes] = field(default_factory=dict)
+    """The bytes of the changed regular files (within :data:`DIFF_FILE_CAP`), for the agent's diff."""
 
     def is_package(self, directory: str) -> bool:
         return directory in self.packages
@@ -95,6 +103,7 @@ def read_agent_tree(
                     found[path] = (what, member.size if what == "file" else 0)
                     if what == "dir":
                         tree.dirs[path] = member.mode & MODE_BITS
+                    wanted_text = what == "file" and member.size <= DIFF_FILE_CAP and len(tree.texts) < DIFF_FILES
                     # the packages are known once the whole tar is read: keep the bytes of what may cross
                     crosses = policy.rule(FileChange(path, kind, what, member.size), lambda d: True) == ""
                     if what == "file" and crosses and stored <= policy.max_bytes:
@@ -105,6 +114,10 @@ def read_agent_tree(
                                 shutil.copyfileobj(source, out, 1 << 20)
                             stored += member.size
                             tree.files[path] = (copy, member.mode & MODE_BITS)
+                            if wanted_text:
+                                tree.texts[path] = copy.read_bytes()
+                    elif wanted_text and (source := stream.extractfile(member)) is not None:
+                        tree.texts[path] = source.read()
     for path, kind in wanted.items():
         if kind == "deleted":
             tree.changes.append(FileChange(path, "deleted", "none", 0))
@@ -114,6 +127,42 @@ def read_agent_tree(
             what, size = found.get(path, ("other", 0))
             tree.changes.append(FileChange(path, kind, what, size))
     return tree
+
+
+def agent_diff(tree: AgentTree, fresh: Container, roots: tuple[str, ...]) -> str:
+    """The unified diff of the agent's changed regular files under the task's ``roots`` (its
+    tree against the starting state, read from the fresh container before anything crosses)."""
+
+    def files() -> Iterator[tuple[str, str, str | None, str | None]]:
+        for change in tree.changes:
+            if not any(_under(change.path, r) for r in roots):
+                continue
+            if change.type not in ("file", "none") or (change.type == "file" and change.path not in tree.texts):
+                if change.type == "file":
+                    yield change.path, change.kind, None, None  # past the diff's caps: named only
+                continue
+            after = text_of(tree.texts[change.path]) if change.kind != "deleted" else ""
+            before = _file_text(fresh, change.path) if change.kind != "added" else ""
+            yield change.path, change.kind, before, after
+
+    return diff_texts(files())
+
+
+def _file_text(container: Container, path: str) -> str | None:
+    """A regular file's text in ``container`` ('' when it does not exist, None: binary, other)."""
+    with tempfile.TemporaryFile() as tar:
+        try:
+            container.get_tar(path, tar)
+        except FileNotFoundError:
+            return ""
+        except DockerError:
+            return None
+        tar.seek(0)
+        with tarfile.open(fileobj=tar, mode="r|") as stream:
+            for member in stream:
+                source = stream.extractfile(member) if member.isreg() and member.size <= DIFF_FILE_CAP else None
+                return text_of(source.read()) if source is not None else None
+    return None
 
 
 def apply(crossing: Crossing, tree: AgentTree, target: Container, user: tuple[int, int], added: set[str]) -> None:

@@ -118,6 +118,9 @@ def test_oracle_earns_1_in_a_fresh_container_from_the_sealed_state(env: Contract
     assert crossing["crossed_paths"] == ["M /app/calc.py"]
     assert "A /app/calc.o: not a source file (by extension)" in crossing["dropped_paths"], crossing
     assert result.verifier["pristine"] is True and result.verifier["result_stream"] == "descriptor"
+    diff = Path(result.verifier["agent_diff"]).read_text()  # the agent's change, as reward-hacking reads it
+    assert "--- a/app/calc.py\n+++ b/app/calc.py\n" in diff and "+    return a + b\n" in diff and "-    return a - b\n" in diff, diff
+    assert "Binary file /app/calc.o added" not in diff and "/app/calc.o" in diff, diff
     nothing_left(backend, "docker-oracle")
     record = json.loads((env.build_context().run_dir / "trials" / "docker-oracle" / "sandbox.json").read_text())
     assert record["network"] == "none" and record["from_replaced"] == {"python:3.12-slim": "legorl/base:bookworm"}

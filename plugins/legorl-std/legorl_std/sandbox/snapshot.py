@@ -18,7 +18,7 @@ import re
 import shutil
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -333,23 +333,29 @@ def _unescape(field: str) -> str:
 
 def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixes: list[str]) -> str:
     """A unified diff (a/ = image, b/ = trial) of the changed files under ``prefixes``."""
+    own = (c for c in changes if any(c.path == p or c.path.startswith(p.rstrip("/") + "/") for p in prefixes))
+    return diff_texts(
+        (c.path, c.kind, _text(lower / c.path.lstrip("/")) if c.kind != "added" else "",
+         _text(snapshot.merged / c.path.lstrip("/")) if c.kind != "deleted" else "")
+        for c in own
+    )  # fmt: skip
+
+
+def diff_texts(files: Iterable[tuple[str, str, str | None, str | None]]) -> str:
+    """A unified diff (a/ = before, b/ = after) of ``(path, kind, before, after)`` texts (None:
+    binary or unreadable), cut at :data:`DIFF_CAP` characters; ``files`` is read lazily."""
     parts: list[str] = []
     size = 0
-    for change in changes:
-        if not any(change.path == p or change.path.startswith(p.rstrip("/") + "/") for p in prefixes):
-            continue
-        rel = change.path.lstrip("/")
-        old = _text(lower / rel) if change.kind != "added" else ""
-        new = _text(snapshot.merged / rel) if change.kind != "deleted" else ""
+    for path, kind, old, new in files:
         if old is None or new is None:
-            part = f"Binary file {change.path} {change.kind}\n"
+            part = f"Binary file {path} {kind}\n"
         else:
             part = "".join(
                 difflib.unified_diff(
                     old.splitlines(keepends=True),
                     new.splitlines(keepends=True),
-                    "/dev/null" if change.kind == "added" else f"a{change.path}",
-                    "/dev/null" if change.kind == "deleted" else f"b{change.path}",
+                    "/dev/null" if kind == "added" else f"a{path}",
+                    "/dev/null" if kind == "deleted" else f"b{path}",
                 )
             )
         parts.append(part if part.endswith("\n") or not part else part + "\n\\ No newline at end of file\n")
@@ -358,6 +364,16 @@ def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixe
             parts.append(f"[... diff cut at {DIFF_CAP} characters ...]\n")
             break
     return "".join(parts)
+
+
+def text_of(data: bytes) -> str | None:
+    """Bytes as text, or None when they are binary (a NUL early on, or not UTF-8)."""
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -392,12 +408,7 @@ def _text(path: Path) -> str | None:
         return ""
     except OSError:
         return None
-    if b"\0" in data[:8192]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return text_of(data)
 
 
 def _mount(source: str, target: Path, fstype: str, options: str) -> None:
