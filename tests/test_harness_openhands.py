@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from harness_fakes import FIX, assert_failed_fast, assert_fixed, end_to_end, plugin_registry, run_trial
 from legorl_openhands import OpenHands, OpenHandsOptions, plugin
-from legorl_openhands.harness import OPENHANDS, command_line, venv_version
+from legorl_openhands.harness import OPENHANDS, command_line
 from legorl_openhands.outcome import classify, render_transcript
 from legorl_openhands.settings import build_settings
 
+from lego_rl import harness_kit as kit
 from lego_rl.data import Termination
 from lego_rl.kinds import Endpoint, ExecResult, Harness, HarnessResult, first_fatal
 from lego_rl.registry import Registry
@@ -60,8 +61,9 @@ def test_venv_version_reads_the_virtualenvs_own_metadata(tmp_path: Path) -> None
     dist = tmp_path / "lib" / "python3.12" / "site-packages" / "openhands-9.8.7.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: openhands\nVersion: 9.8.7\n")
-    assert venv_version(tmp_path) == "9.8.7"
-    assert venv_version(tmp_path / "missing") == ""
+    assert kit.venv_version(tmp_path, "openhands") == "9.8.7"
+    assert kit.venv_version(tmp_path, "other") == ""
+    assert kit.venv_version(tmp_path / "missing", "openhands") == ""
 
 
 # ---------------------------------------------------------------- settings, command line, script
