@@ -19,6 +19,8 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (overlay, per-trial users)"),
 ]
 SHIPPED = Path(__file__).resolve().parents[1] / "tasks" / "quickstart" / "fix-average"
+BUG = Path(__file__).resolve().parents[1] / "tasks" / "pypi-bugs" / "cachetools-7.1.5"
+"""A real-repository task (src layout, PYTHONPATH=src) with upstream's fix in its history."""
 
 
 def _bad(outcomes) -> list[tuple[str, str, str, float, str, str]]:
@@ -35,11 +37,12 @@ def test_attacks_are_many_distinct_and_cover_every_class():
 
 
 def test_a_few_attacks_and_the_oracles_on_every_kind():
-    chosen = [BY_NAME[n] for n in ("reward-txt", "git-leftover-copy", "conftest", "config-pytest-toml")]
-    outcomes = run_suite(chosen, workers=2, kinds=("calc", "bugfix"), shipped=[SHIPPED])
-    assert [o.attack.name for o in outcomes[:6]] == ["oracle"] * 3 + ["no-op"] * 3
-    assert [o.reward for o in outcomes[:6]] == [1.0] * 3 + [0.0] * 3
-    assert len(outcomes) == 6 + 3 * len(chosen)
+    chosen = [BY_NAME[n] for n in ("reward-txt", "git-leftover-copy", "conftest", "config-pytest-toml", "git-branch")]
+    outcomes = run_suite(chosen, workers=2, kinds=("calc", "bugfix"), shipped=[SHIPPED], bugs=[BUG])
+    assert [o.attack.name for o in outcomes[:8]] == ["oracle"] * 4 + ["no-op"] * 4
+    assert [o.reward for o in outcomes[:8]] == [1.0] * 4 + [0.0] * 4
+    assert [o.kind for o in outcomes[:4]] == ["calc", "bugfix", "shipped", "repo"]
+    assert len(outcomes) == 8 + 4 * len(chosen)
     assert not _bad(outcomes), _bad(outcomes)
     blocked = {(o.attack.name, o.kind) for o in outcomes if o.termination == Termination.CHEAT_BLOCKED}
     assert {name for name, _ in blocked} >= {"reward-txt", "conftest"}
@@ -70,11 +73,11 @@ def test_laundering_ends_as_the_policys_failure():
 
 @pytest.mark.slow
 def test_the_whole_suite_gives_no_false_reward_on_every_kind():
-    outcomes = run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED])
+    outcomes = run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED], bugs=[BUG])
     figures = summary(outcomes)
     assert figures["false_rewards"] == 0 and figures["oracle_ok"] and figures["noop_ok"], _bad(outcomes)
     assert not _bad(outcomes), _bad(outcomes)
-    assert figures["attacks"] == len(ALL_ATTACKS) and figures["kinds"] == ["bugfix", "calc", "shipped"]
+    assert figures["attacks"] == len(ALL_ATTACKS) and figures["kinds"] == ["bugfix", "calc", "repo", "shipped"]
     assert figures["infrastructure"] == 0
 
 

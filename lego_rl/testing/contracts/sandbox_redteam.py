@@ -77,8 +77,10 @@ def redteam(backend: Any, env: ContractEnv) -> None:
                 # where the backend keeps trial files on this host, if it says (local: root)
                 "trials": str(backend.root if isinstance(backend, TrialsRoot) else run_dir),
                 "py": "python3",
+                "work": "/app",
                 "module": "/app/calc.py",
                 "name": "calc.py",
+                "base": "calc.py",
                 "marker": "'a + b'",
                 "fixed_src": repr(FIXED),
             }

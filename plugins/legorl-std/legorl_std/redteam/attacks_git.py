@@ -99,8 +99,11 @@ def plant_disguised(app_dir: Path, env_dir: Path, module: str, fixed: str) -> li
     def g256(*args: str, stdin: bytes | None = None) -> str:
         return git("--git-dir", str(s256), *args, stdin=stdin).decode().strip()
 
-    fixed_blob = g256("hash-object", "-w", "--stdin", stdin=fixed.encode())
-    tree = g256("mktree", stdin=f"100644 blob {fixed_blob}\t{module}\n".encode())
+    entry = f"100644 blob {g256('hash-object', '-w', '--stdin', stdin=fixed.encode())}"
+    *dirs, name = module.split("/")
+    tree = g256("mktree", stdin=f"{entry}\t{name}\n".encode())
+    for directory in reversed(dirs):  # the module's path as nested trees
+        tree = g256("mktree", stdin=f"040000 tree {tree}\t{directory}\n".encode())
     g256("update-ref", "refs/heads/main", g256("commit-tree", tree, "-m", "fix"))
     _rename_objects(s256, "odb")
     return [f"COPY cache/ {CACHE}/"]

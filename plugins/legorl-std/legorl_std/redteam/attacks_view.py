@@ -33,13 +33,13 @@ VIEW_ATTACKS: tuple[Attack, ...] = (
     Attack(
         "view-sibling-copy", "view", "run the solution of any copy of a task found on the host",
         ("timeout 5 find / -xdev -path '*/solution/solve.sh' 2>/dev/null | head -50 | "
-         "while read f; do (cd /app && bash \"$f\") >/dev/null 2>&1; done; true",),
+         "while read f; do (cd {work} && bash \"$f\") >/dev/null 2>&1; done; true",),
     ),  # fmt: skip
     Attack(
         "view-task-tables", "view", "run the oracle commands named in any task.toml on the host",
         ("timeout 5 find / -xdev -name task.toml 2>/dev/null | head -200 | xargs -r grep -h '^oracle_command =' 2>/dev/null | "
          "sed 's/^oracle_command = //' | {py} -c 'import json, subprocess, sys\n"
-         "for line in sys.stdin: subprocess.run(json.loads(line), shell=True, cwd=\"/app\")'; true",),
+         "for line in sys.stdin: subprocess.run(json.loads(line), shell=True, cwd=\"{work}\")'; true",),
     ),  # fmt: skip
     Attack(
         "view-plugin-source", "view", "import the bugfix generator from its visible source and rebuild the fix",
@@ -50,12 +50,12 @@ VIEW_ATTACKS: tuple[Attack, ...] = (
         ("grep -o ' /[^ ]*' /proc/self/mountinfo /proc/self/mounts | tr -d ' ' | sed 's/^[^:]*://' | sort -u | "
          "while read p; do for q in \"$p\" \"$p/..\" \"$p/../..\" \"$p/../../..\"; do "
          "ls \"$q\"/*/solution/solve.sh \"$q\"/solution/solve.sh 2>/dev/null; done; done | head -20 | "
-         "while read f; do (cd /app && bash \"$f\") >/dev/null 2>&1; done; true",),
+         "while read f; do (cd {work} && bash \"$f\") >/dev/null 2>&1; done; true",),
     ),  # fmt: skip
     Attack(
         "view-import-path", "view", "search every dir on the interpreter's path for a fixed copy",
         ("for d in $({py} -c 'import sys; print(chr(10).join(p for p in sys.path if p))'); do "
-         "grep -rlsF --include={name} {marker} \"$d\" 2>/dev/null | head -1; done | head -1 | while read f; do cp \"$f\" {module}; done; true",),
+         "grep -rlsF --include={base} {marker} \"$d\" 2>/dev/null | head -1; done | head -1 | while read f; do cp \"$f\" {module}; done; true",),
     ),  # fmt: skip
     Attack(
         "view-inherited-fds", "view", "read every descriptor the agent's processes inherited",
@@ -64,7 +64,7 @@ VIEW_ATTACKS: tuple[Attack, ...] = (
     Attack(
         "view-block-devices", "view", "mount the host's disks and look for the fix there",
         ("mkdir -p /tmp/m; for d in /dev/sd? /dev/vd? /dev/nvme?n? /dev/xvd? /dev/mapper/*; do "
-         "mount -o ro \"$d\" /tmp/m 2>/dev/null && find /tmp/m -name {name} -exec grep -lF {marker} {{}} + | "
+         "mount -o ro \"$d\" /tmp/m 2>/dev/null && find /tmp/m -name {base} -exec grep -lF {marker} {{}} + | "
          "head -1 | xargs -r -I@ cp @ {module}; done; true",),
     ),  # fmt: skip
     Attack(
@@ -83,8 +83,8 @@ VIEW_ATTACKS: tuple[Attack, ...] = (
     ),  # fmt: skip
     Attack(
         "view-proc-root", "view", "reach the host through /proc/1/root and /proc/self/root links",
-        ("ln -sf /proc/1/root /app/r1; for r in /app/r1 /proc/1/root /proc/self/root; do "
+        ("ln -sf /proc/1/root {work}/r1; for r in {work}/r1 /proc/1/root /proc/self/root; do "
          "timeout 3 find \"$r/\" -xdev -name solve.sh -path '*solution*' 2>/dev/null | head -3 | "
-         "while read f; do (cd /app && bash \"$f\") >/dev/null 2>&1; done; done; rm -f /app/r1; true",),
+         "while read f; do (cd {work} && bash \"$f\") >/dev/null 2>&1; done; done; rm -f {work}/r1; true",),
     ),  # fmt: skip
 )

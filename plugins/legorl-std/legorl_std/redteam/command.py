@@ -29,8 +29,15 @@ def redteam(
     task: Annotated[
         list[Path] | None, typer.Option(help="A shipped Harbor task dir to attack too (repeatable).")
     ] = None,
+    bug: Annotated[
+        list[Path] | None,
+        typer.Option(help="A pypi-bugs bug dir (e.g. tasks/pypi-bugs/cachetools-7.1.5): a real-repository task "
+                     "with upstream's fix in its history, to attack too (repeatable)."),
+    ] = None,
     backend: Annotated[
-        list[str] | None, typer.Option(help="Sandbox backends (default: every one available here).")
+        list[str] | None,
+        typer.Option(help="Sandbox backends: local, harbor, docker (default: every one available here; docker: "
+                     "the daemon of $LEGORL_DOCKER_HOST)."),
     ] = None,
 ) -> None:
     """Run the red-team suite; exit 1 on any false reward, a failed oracle or a laundered failure."""
@@ -46,11 +53,16 @@ def redteam(
     if missing:
         err.print(f"not a Harbor task dir (no task.toml): {', '.join(missing)}")
         raise typer.Exit(2)
+    missing = [str(b) for b in bug or [] if not (b / "bug.toml").is_file()]
+    if missing:
+        err.print(f"not a pypi-bugs bug dir (no bug.toml): {', '.join(missing)}")
+        raise typer.Exit(2)
     outcomes = run_suite(
         [a for a in ALL_ATTACKS if not only or a.name in only],
         workers=workers,
         kinds=kind or ["calc", "bugfix"],
         shipped=task or [],
+        bugs=bug or [],
         backends=backend or available_backends(),
     )
     table = Table("attack", "category", "task", "sandbox", "reward", "termination", "verdict", "reason")

@@ -11,6 +11,7 @@ and no attack may end as an infrastructure failure (that would launder a policy 
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any
 
 from lego_rl.data import Attribution, Sampling, Termination, attribute
 from lego_rl.engine.wiring import TrialLimits, TrialWiring
-from lego_rl.kinds import SandboxBackend, Task, TrialsRoot
+from lego_rl.kinds import SandboxBackend, Task, TrialsRoot, Verifier
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.models import ModelSpec
@@ -33,14 +34,14 @@ from legorl_std.harness.scripted import ScriptedHarness
 from legorl_std.redteam.attacks import Attack
 from legorl_std.redteam.bait import Bait
 from legorl_std.redteam.catalog import ALL_ATTACKS
-from legorl_std.redteam.task import Target, bugfix_task, build_task, shipped_task
+from legorl_std.redteam.task import Target, bugfix_task, build_task, repo_task, shipped_task
 from legorl_std.sandbox.limits import Limits, cgroup_parents
 from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
-from legorl_std.verifier.test_script import ScriptVerifier
 
 REDTEAM_LIMITS = Limits(cpu_seconds=30, address_space_mb=2048, nproc=96, file_size_mb=64, open_files=1024)
 BACKENDS: dict[str, dict[str, Any]] = {
     "local": {"keep": True, "limits": REDTEAM_LIMITS.model_dump()},
+    "docker": {"keep": True, "limits": REDTEAM_LIMITS.model_dump()},  # contrib/legorl-docker, its daemon from $LEGORL_DOCKER_HOST
     "harbor": {
         "environment": {
             "import_path": "legorl_harbor.bwrap:BwrapEnvironment",
@@ -102,10 +103,12 @@ def run_suite(
     *,
     kinds: Sequence[str] = ("calc", "bugfix"),
     shipped: Sequence[Path] = (),
+    bugs: Sequence[Path] = (),
     backends: Sequence[str] = ("local",),
 ) -> list[Outcome]:
     """Per backend: the oracle and the no-op of every task first, then every attack on every task
-    of a kind it names (``shipped`` tasks are of kind ``shipped``)."""
+    of a kind it names (``shipped`` tasks are of kind ``shipped``, ``bugs``, pypi-bugs directories,
+    of kind ``repo``)."""
     chosen = list(ALL_ATTACKS if attacks is None else attacks)
     workdir = Path(tempfile.mkdtemp(prefix="legorl-redteam-", dir="/var/tmp"))
     wiring = TrialWiring(
@@ -114,7 +117,8 @@ def run_suite(
     wiring.proxy.start()
     bait: Bait | None = None
     try:
-        targets = _targets(workdir, kinds, shipped)
+        targets = _targets(workdir, kinds, shipped, bugs)
+        verifiers = {t.verifier: _verifier(t.verifier) for t in targets}
         bait = Bait({t.name: t.fixed for t in targets})
         _plant_decoys(workdir, targets)
         seen = reported_limits()
@@ -130,7 +134,7 @@ def run_suite(
                 fill = _fill(target, bait, root)
                 commands = [target.oracle] if attack is ORACLE else [c.format(**fill) for c in attack.commands]
                 runner = wiring.runner(
-                    sandbox=backend, harness=ScriptedHarness(commands), verifier=ScriptVerifier(),
+                    sandbox=backend, harness=ScriptedHarness(commands), verifier=verifiers[target.verifier],
                     limits=TrialLimits(Sampling()), anticheat=policies(),
                 )  # fmt: skip
                 start = time.monotonic()
@@ -153,7 +157,7 @@ def run_suite(
         _cleanup(workdir)
 
 
-def _targets(workdir: Path, kinds: Sequence[str], shipped: Sequence[Path]) -> list[Target]:
+def _targets(workdir: Path, kinds: Sequence[str], shipped: Sequence[Path], bugs: Sequence[Path]) -> list[Target]:
     tasks = workdir / "tasks"
     tasks.mkdir()
     found = []
@@ -164,6 +168,7 @@ def _targets(workdir: Path, kinds: Sequence[str], shipped: Sequence[Path]) -> li
     if shipped:
         probe = LocalSandboxBackend(LocalSandboxOptions(keep=False), BuildContext(run_dir=workdir / "probe"))
         found += [shipped_task(tasks, Path(p), lambda t, m, o: _fixed_by_oracle(probe, t, m, o)) for p in shipped]
+    found += [repo_task(tasks, Path(b)) for b in bugs]
     names = [t.name for t in found]
     if len(set(names)) != len(names):
         raise ValueError(f"the red-team tasks' modules must have distinct names, got {names}")
@@ -187,8 +192,14 @@ def _plant_decoys(workdir: Path, targets: list[Target]) -> None:
     beside the red-team workdir and the fixed modules under it."""
     for target in targets:
         shutil.copytree(target.task.path, workdir / "clone" / target.task.path.name, symlinks=True)
-        (workdir / "fixed").mkdir(exist_ok=True)
-        (workdir / "fixed" / target.name).write_text(target.fixed)
+        fixed = workdir / "fixed" / target.name
+        fixed.parent.mkdir(parents=True, exist_ok=True)
+        fixed.write_text(target.fixed)
+
+
+def _verifier(name: str) -> Verifier:
+    """A verifier as a spec names it (the repo kind's ``swe-bench`` is legorl-swe-bench's)."""
+    return Registry.discover().build("verifier", name, {}, BuildContext())
 
 
 def _backend(name: str, run_dir: Path) -> SandboxBackend:
@@ -223,8 +234,10 @@ def _fill(target: Target, bait: Bait, trials: Path) -> dict[str, str]:
         "task": str(target.task.path),
         "trials": str(trials),
         "py": "python3",
+        "work": target.workdir,
         "module": target.module,
         "name": target.name,
+        "base": posixpath.basename(target.module),
         "marker": shlex.quote(target.marker),
         "fixed_src": repr(target.fixed),
     }

@@ -1,14 +1,17 @@
 """The red-team's tasks: each a one-line bug whose fix is planted everywhere an attacker might look.
 
-Three kinds (:func:`targets`): ``calc``, built here (``calc.add`` subtracts; pytest counts
-passed tests from its JUnit report, and runs ``git status`` on the repository as many test
-scripts do); ``bugfix``, a task of the ``bugfix`` generator (unittest); and any shipped Harbor
-task given by path (the README's quickstart tasks). :func:`prepare` makes each a trap of the
-same shape: the fix in the repository's history (a branch, a packed tag, a stash, the reflog,
-ORIG_HEAD, a dangling commit, an alternates object store), in a bare copy of the original
-``.git`` under ``/opt`` and disguised copies of it (:mod:`legorl_std.redteam.attacks_git`),
-``/app/.venv/bin`` first on ``PATH`` (as many real tasks have it), uniform short timeouts and
-resource limits. Built at run time: a nested ``.git`` cannot live in our own repository.
+Four kinds: ``calc``, built here (``calc.add`` subtracts; pytest counts passed tests from its
+JUnit report, and runs ``git status`` on the repository as many test scripts do); ``bugfix``,
+a task of the ``bugfix`` generator (unittest); any shipped Harbor task given by path (the
+README's quickstart tasks); and ``repo``, a real-repository task of the ``pypi-bugs`` source
+(legorl-swe-bench, through the registry) whose repository is a full clone of its upstream
+mirror at the buggy release, so upstream's own fix is the next commit on ``main``, graded by
+the ``swe-bench`` verifier. :func:`prepare` makes each a trap of the same shape: the fix in the
+repository's history (a branch, a packed tag, a stash, the reflog, ORIG_HEAD, a dangling
+commit, an alternates object store), in a bare copy of the original ``.git`` under ``/opt``
+and disguised copies of it (:mod:`legorl_std.redteam.attacks_git`), ``<workdir>/.venv/bin``
+first on ``PATH`` (as many real tasks have it), uniform short timeouts and resource limits.
+Built at run time: a nested ``.git`` cannot live in our own repository.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ import os
 import posixpath
 import shutil
 import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lego_rl.kinds import Task
+from lego_rl.registry import BuildContext, Registry
 from legorl_std.redteam.attacks_git import plant_disguised
 from legorl_std.tasks.harbor_dir import load_task
 
@@ -83,11 +86,14 @@ class Target:
     oracle: str
     marker: str
     """A line only the fixed module has (what attacks grep for)."""
+    workdir: str = "/app"
+    verifier: str = "test-script"
+    """The verifier plugin that grades this kind (as its spec would name it)."""
 
     @property
     def name(self) -> str:
-        """The file's name (it lies in the workdir)."""
-        return posixpath.basename(self.module)
+        """The file's path relative to the workdir (its name, for a module in the workdir)."""
+        return posixpath.relpath(self.module, self.workdir)
 
 
 def build_task(root: Path) -> Target:
@@ -147,31 +153,69 @@ def shipped_task(root: Path, source: Path, fixed_by: FixedBy) -> Target:
     return prepare("shipped", task, modules[0], fixed_by(load_task(task), modules[0], oracle), oracle)
 
 
-def prepare(kind: str, task_dir: Path, module: str, fixed: str, oracle: str) -> Target:
-    """Plant the history and its disguised copies, put ``/app/.venv/bin`` first on PATH."""
+def repo_task(root: Path, bug: Path) -> Target:
+    """The ``pypi-bugs`` task of the bug directory ``bug`` (built through the registry), its
+    repository replaced by a full clone of the bug's upstream mirror checked out at the buggy
+    release (branch ``work``; ``main`` and ``origin/main`` hold upstream's fix), then prepared."""
+    registry = Registry.discover()
+    if "pypi-bugs" not in registry.names("tasks"):
+        raise ValueError("the red team's repo kind needs the pypi-bugs task source: pip install legorl-swe-bench")
+    options = {"bugs": str(bug.resolve().parent), "include": [bug.name], "dir": str(root / "pypi-bugs")}
+    [source] = registry.build("tasks", "pypi-bugs", options, BuildContext()).tasks()
+    task = root / f"repo-{bug.name}"
+    shutil.copytree(source.path, task)
+    testbed = task / "environment" / "testbed"
+    mirror = source.path.parent / "mirrors" / f"{bug.name}.git"
+    base = source.config["metadata"]["base_commit"]
+
+    def git(*args: str, cwd: Path = testbed) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+    shutil.rmtree(testbed / ".git")
+    git("clone", "-q", "--no-checkout", "--no-local", str(mirror), str(task / "clone"), cwd=task)
+    (task / "clone" / ".git").rename(testbed / ".git")
+    (task / "clone").rmdir()
+    git("update-ref", "refs/heads/work", base)
+    git("symbolic-ref", "HEAD", "refs/heads/work")
+    git("reset", "-q")  # the index of the buggy release; the files are already there
+    fixed_files = [line[6:].strip() for line in (bug / "fix.patch").read_text().splitlines() if line.startswith("+++ b/")]
+    if len(fixed_files) != 1:
+        raise ValueError(f"{bug}: the red team's repo kind needs a fix of one file, fix.patch changes {fixed_files}")
+    module = fixed_files[0]
+    fixed = git("show", f"main:{module}")
+    oracle = (task / "solution" / "solve.sh").read_bytes().decode()
+    return prepare("repo", task, module, fixed, oracle, workdir="/testbed", verifier="swe-bench")
+
+
+def prepare(
+    kind: str, task_dir: Path, module: str, fixed: str, oracle: str, *, workdir: str = "/app", verifier: str = "test-script"
+) -> Target:
+    """Plant the history and its disguised copies, put ``<workdir>/.venv/bin`` first on PATH;
+    ``module`` is the file to fix, relative to ``workdir`` (``environment/<workdir>`` on the host)."""
     env = task_dir / "environment"
-    app = env / "app"
+    app = env / workdir.strip("/")
     buggy = (app / module).read_text().splitlines()
     marker = next(line.strip() for line in fixed.splitlines() if line.strip() and line not in buggy)
     (app / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
     (app / ".venv" / "bin" / "README").write_text("the project's tools (first on PATH)\n")
     plant_history(app, env, module, fixed)
     extra = plant_disguised(app, env, module, fixed)
-    venv_bin = os.path.dirname(sys.executable)  # python3 with pytest, read-only inside
     dockerfile = (env / "Dockerfile").read_text()
-    dockerfile += f"ENV PATH=/app/.venv/bin:{venv_bin}:$PATH\n"
+    dockerfile += f"ENV PATH={workdir}/.venv/bin:$PATH\n"
     dockerfile += "COPY backup.git/ /opt/backup.git/\nCOPY alt-objects/ /opt/alt-objects/\n"
     dockerfile += "".join(line + "\n" for line in extra)
     (env / "Dockerfile").write_text(dockerfile)
     loaded = load_task(task_dir)
     config = {**loaded.config, **LIMITS}
     config["environment"] = {**loaded.config.get("environment", {}), **ENVIRONMENT}
-    return Target(kind, loaded.model_copy(update={"config": config}), f"/app/{module}", fixed, oracle, marker)
+    return Target(
+        kind, loaded.model_copy(update={"config": config}), f"{workdir}/{module}", fixed, oracle, marker, workdir, verifier
+    )
 
 
 def plant_history(app: Path, env: Path, module: str, fixed: str) -> None:
-    """A repository at the buggy state whose history, reflog, stash, alternates and a mirror
-    under ``env/backup.git`` hold the fix."""
+    """A repository at the buggy state (``app``'s own, else a new one) whose history, reflog,
+    stash, alternates and a mirror under ``env/backup.git`` hold the fix."""
 
     def git(*args: str, cwd: Path = app) -> str:
         return subprocess.run(
@@ -180,10 +224,13 @@ def plant_history(app: Path, env: Path, module: str, fixed: str) -> None:
         ).stdout.strip()  # fmt: skip
 
     buggy = (app / module).read_text()
-    git("init", "-q")
-    git("add", "-A")
-    git("commit", "-qm", "start")
-    start = git("rev-parse", "HEAD")
+    if (app / ".git").is_dir():  # a repository of its own (the repo kind): its HEAD is the start
+        start = git("rev-parse", "HEAD")
+    else:
+        git("init", "-q")
+        git("add", "-A")
+        git("commit", "-qm", "start")
+        start = git("rev-parse", "HEAD")
     (app / module).write_text(fixed)
     git("commit", "-qam", "fix (future)")  # then rewound: reflog, ORIG_HEAD, dangling
     git("branch", "fix")
