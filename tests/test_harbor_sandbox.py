@@ -11,7 +11,8 @@ from harbor.models.trial.config import (
     TrialConfig,
 )
 from harbor.trial.trial import Trial
-from legorl_harbor.sandbox import BWRAP, HarborSandboxBackend, HarborSandboxOptions
+from legorl_harbor.backend import HarborSandboxBackend
+from legorl_harbor.sandbox import BWRAP, HarborSandboxOptions
 
 from lego_rl.registry import BuildContext
 from lego_rl.testing.contracts.base import conformance_tasks_dir

@@ -11,7 +11,7 @@
   exactly the agent's change.
 - **Proxy.** :meth:`endpoint_url` maps the host's proxy URL to ``http://127.0.0.1:RELAY/...``
   inside: the container's init listens there and relays to a unix socket of this trial, bound
-  from the host, whose host end (:class:`legorl_docker.relay.SocketRelay`) relays to the proxy.
+  from the host, whose host end (:class:`legorl_std.sandbox.netforward.SocketRelay`) relays to the proxy.
 - **Verify phase.** :meth:`begin_verify` kills what runs, reads the agent's change (``docker
   diff``, the files' types and bytes through the daemon), lets the task's crossing policy
   decide, and creates a fresh container from the sealed state with only the crossed change
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from legorl_std.sandbox.limits import Limits
+from legorl_std.sandbox.netforward import SocketRelay
 
 from lego_rl.crossing import ChangeKind, CrossingPolicy
 from lego_rl.data import ResourceExhausted
@@ -51,7 +52,6 @@ from legorl_docker import verify
 from legorl_docker.cli import Docker, DockerError
 from legorl_docker.container import RESULTS_CAP, Container, SandboxError, Settings
 from legorl_docker.images import HOME, TaskImage
-from legorl_docker.relay import SocketRelay
 
 LOGS = "/logs"
 SCRATCH = ("/tmp", "/var/tmp")

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from legorl_docker.sandbox import DockerSandbox
 
 from lego_rl.data import Attribution, Termination
 from lego_rl.engine.scripted import scripted_trial
@@ -27,22 +26,29 @@ ANTICHEAT = ("no-network", "git-history", "test-guard", "reward-guard", "process
 
 
 class Capturing:
-    """The docker backend, keeping the sandboxes it started (to look at after the trial)."""
+    """A sandbox backend, keeping the sandboxes it started (to look at after the trial)."""
 
     def __init__(self, backend: Any):
         self.backend = backend
-        self.started: list[DockerSandbox] = []
+        self.started: list[Any] = []
 
     def preflight(self) -> list[Any]:
         return self.backend.preflight()
 
-    def start(self, task: Task, trial_id: str) -> DockerSandbox:
+    def start(self, task: Task, trial_id: str) -> Any:
         self.started.append(self.backend.start(task, trial_id))
         return self.started[-1]
 
 
-def native_trial(tmp_path: Path, name: str, commands: list[str], trial_id: str, task: Task | None = None) -> tuple[Any, list[Any], Capturing, Any]:
-    """One trial of harness ``name`` in the docker sandbox; (result, calls, backend, harness)."""
+def native_trial(
+    tmp_path: Path,
+    name: str,
+    commands: list[str],
+    trial_id: str,
+    task: Task | None = None,
+    sandbox: tuple[str, dict[str, Any] | None] = ("docker", None),
+) -> tuple[Any, list[Any], Capturing, Any]:
+    """One trial of harness ``name`` in ``sandbox`` (plugin, options); (result, calls, backend, harness)."""
     registry = default_registry()
     env = ContractEnv(tmp_path, registry)
     env = replace(env, model=env.model.model_copy(update={"max_context": HARNESS_CONTEXT}))
@@ -51,7 +57,7 @@ def native_trial(tmp_path: Path, name: str, commands: list[str], trial_id: str, 
     if (problem := first_fatal(harness.preflight())) is not None:
         pytest.skip(f"{name} is not installed here: {problem.message} ({problem.fix})")
     turns = harness.conformance_script(list(commands))
-    backend = Capturing(registry.build("sandbox", "docker", None, ctx))
+    backend = Capturing(registry.build("sandbox", *sandbox, ctx))
     result, calls = scripted_trial(
         harness=harness,
         sandbox=backend,
@@ -68,12 +74,19 @@ def native_trial(tmp_path: Path, name: str, commands: list[str], trial_id: str, 
 
 
 @pytest.mark.parametrize("name", ["claude-code", "codex"])
-@pytest.mark.parametrize(("commands", "reward"), [(CONFORMANCE_COMMANDS, 1.0), ([], 0.0)], ids=["solves", "does-nothing"])
-def test_a_native_cli_runs_in_the_container_against_the_proxy(tmp_path: Path, name: str, commands: list[str], reward: float) -> None:
+@pytest.mark.parametrize(
+    ("commands", "reward"), [(CONFORMANCE_COMMANDS, 1.0), ([], 0.0)], ids=["solves", "does-nothing"]
+)
+def test_a_native_cli_runs_in_the_container_against_the_proxy(
+    tmp_path: Path, name: str, commands: list[str], reward: float
+) -> None:
     trial_id = f"docker-{name}-{int(reward)}"
     result, calls, backend, harness = native_trial(tmp_path, name, commands, trial_id)
     transcript = result.harness.get("transcript", "")[-3000:]
-    assert (result.termination, result.attribution) == (Termination.COMPLETED, Attribution.NONE), (result.reason, transcript)
+    assert (result.termination, result.attribution) == (Termination.COMPLETED, Attribution.NONE), (
+        result.reason,
+        transcript,
+    )
     assert result.reward == reward, (result.verifier, transcript)
     assert result.calls == len(calls) >= len(commands) + 1
     sampled = sum(len(c.completion_ids) for c in calls if c.error is None)

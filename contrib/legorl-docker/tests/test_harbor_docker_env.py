@@ -1,10 +1,14 @@
 """Harbor's own ``docker`` environment (Docker Compose v2), unmodified, on lego-rl's daemon with
-no network: the ``harbor`` sandbox plugin given Harbor's public environment config, whose
-``extra_docker_compose`` overlay sets ``network_mode: none`` on the one service (and ``none`` for
-its build), so Compose creates no network (Harbor's own docker environment never uses its
-``docker-compose-no-network.yaml``; a task's ``network_mode = "no-network"`` would turn on its
-egress-control sidecar, which needs a network: the harbor plugin passes no network policy). Oracle 1, doing nothing 0, with the no-network policy
-on; the daemon's networks are the same after as before and nothing of the trials is left."""
+no network: the ``harbor`` sandbox plugin adds, through Harbor's public environment config, an
+``extra_docker_compose`` overlay that sets ``network_mode: none`` on the one service (and
+``none`` for its build), so Compose creates no network (Harbor's own docker environment never
+uses its ``docker-compose-no-network.yaml``; a task's ``network_mode = "no-network"`` would turn
+on its egress-control sidecar, which needs a network: the plugin passes no network policy).
+Oracle 1, doing nothing 0, with the no-network policy on; the daemon's networks are the same
+after as before and nothing of the trials is left. Claude Code's and Codex's native CLIs and
+mini-swe-agent (its virtualenv and interpreter) run inside Harbor's container, mounted
+read-only, with the headline spec's anti-cheat policies, and reach the proxy only through the
+trial's socket."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import pytest
 from legorl_docker.cli import Docker
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 from legorl_std.harness.scripted import ScriptedHarness
+from test_docker_native_harnesses import native_trial
 
 from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
@@ -22,12 +27,10 @@ from lego_rl.kinds import Task, first_fatal
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import default_registry
+from lego_rl.testing.contracts import CONFORMANCE_COMMANDS
 from lego_rl.testing.contracts.base import ContractEnv
 
 pytestmark = pytest.mark.slow
-
-OVERLAY = Path(__file__).parents[1] / "examples" / "harbor-no-network.yaml"
-"""The overlay: no network for the service nor its build, ``sleep`` as PID 1 (see the file)."""
 
 
 @pytest.fixture
@@ -47,11 +50,13 @@ def harbor_task(env: ContractEnv, tmp_path: Path) -> Task:
 
 def trial(env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: str) -> TrialResult:
     ctx = env.build_context()
-    options = {"environment": {"type": "docker", "extra_docker_compose": [str(OVERLAY)]}}
+    options = {"environment": {"type": "docker"}}
     backend = env.registry.build("sandbox", "harbor", options, ctx)
     if (problem := first_fatal(backend.preflight())) is not None:
         pytest.fail(f"Harbor's docker environment is not usable on the daemon: {problem.message}")
-    proxy = ProxyServer(ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy")
+    proxy = ProxyServer(
+        ScriptedInference(tiny_chat_tokenizer(), []), {"openai-chat": OpenAIChatDialect()}, model_name="policy"
+    )
     setup = TrialSetup(
         sandbox=backend, harness=harness, verifier=env.registry.build("verifier", "test-script", None, ctx),
         proxy=proxy, dialect="openai-chat", model_name="policy", sampling=Sampling(max_tokens=16),
@@ -65,13 +70,56 @@ def trial(env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: 
 
 
 @pytest.mark.parametrize(("solve", "reward"), [(True, 1.0), (False, 0.0)], ids=["oracle", "no-op"])
-def test_harbor_docker_environment_with_no_network(env: ContractEnv, tmp_path: Path, docker_host: str, solve: bool, reward: float) -> None:
+def test_harbor_docker_environment_with_no_network(
+    env: ContractEnv, tmp_path: Path, docker_host: str, solve: bool, reward: float
+) -> None:
     docker = Docker(docker_host)
     networks = docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}")
     script = env.task("fix-add").path / "solution" / "solve.sh"
-    harness = ScriptedHarness(["bash /tmp/solve.sh"], uploads={str(script): "/tmp/solve.sh"}) if solve else ScriptedHarness([])
+    harness = (
+        ScriptedHarness(["bash /tmp/solve.sh"], uploads={str(script): "/tmp/solve.sh"})
+        if solve
+        else ScriptedHarness([])
+    )
     result = trial(env, tmp_path, harness, f"harbor-docker-{int(reward)}")
+    assert (result.termination, result.reward) == (Termination.COMPLETED, reward), (
+        result.reason,
+        {k: v for k, v in result.verifier.items() if "tail" in k or k == "exit_code"},
+    )
     assert result.verifier["pristine"] is False, "Harbor's docker environment verifies in the agent's container"
-    assert (result.termination, result.reward) == (Termination.COMPLETED, reward), (result.reason, {k: v for k, v in result.verifier.items() if "tail" in k or k == "exit_code"})
     assert docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}") == networks, "Compose made a network"
-    assert docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project=harbor-docker-{int(reward)}", "--format", "{{.Names}}") == ""
+    assert (
+        docker.text(
+            "ps",
+            "-a",
+            "--filter",
+            f"label=com.docker.compose.project=harbor-docker-{int(reward)}",
+            "--format",
+            "{{.Names}}",
+        )
+        == ""
+    )
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "mini-swe-agent"])
+def test_a_harness_in_harbors_container_reaches_the_proxy_through_its_socket(
+    env: ContractEnv, tmp_path: Path, docker_host: str, name: str
+) -> None:
+    docker = Docker(docker_host)
+    trial_id = f"harbor-{name}"
+    task = harbor_task(env, tmp_path)
+    result, calls, backend, _ = native_trial(
+        tmp_path, name, CONFORMANCE_COMMANDS, trial_id, task, sandbox=("harbor", {"environment": {"type": "docker"}})
+    )
+    transcript = result.harness.get("transcript", "")[-3000:]
+    assert (result.termination, result.reward) == (Termination.COMPLETED, 1.0), (
+        result.reason,
+        result.verifier,
+        transcript,
+    )
+    assert result.calls == len(calls) >= len(CONFORMANCE_COMMANDS) + 1
+    assert not (backend.started[0]._proxy_dir / "proxy.sock").exists(), "the trial's socket outlived it"
+    assert (
+        docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project={trial_id}", "--format", "{{.Names}}")
+        == ""
+    )

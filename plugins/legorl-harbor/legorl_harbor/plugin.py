@@ -1,5 +1,5 @@
 """Entry point of legorl-harbor."""
 
-from legorl_harbor.sandbox import legorl_register_sandbox
+from legorl_harbor.backend import legorl_register_sandbox
 
 __all__ = ["legorl_register_sandbox"]

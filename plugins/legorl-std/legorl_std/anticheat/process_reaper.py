@@ -21,15 +21,7 @@ from lego_rl.data import TrialResult
 from lego_rl.kinds import CheatDemo, Check, KillsCommands, ListsProcesses, Sandbox, Task, Violation
 from lego_rl.registry import BuildContext
 from legorl_std.anticheat.common import CheckedPolicy
-
-_OTHERS = r"""keep=" 1 "; read -r p _ < /proc/self/stat
-while [ "$p" -gt 1 ] 2>/dev/null; do keep="$keep$p "; read -r _ _ _ p _ < "/proc/$p/stat" || break; done
-n=0; for round in 1 2 3; do
-  set --; for d in /proc/[0-9]*; do i=${d#/proc/}; case "$keep" in *" $i "*) ;; *) [ -e "$d" ] && set -- "$@" "$i";; esac; done
-  [ $# = 0 ] && break; [ $round = 1 ] && n=$#; kill -9 "$@" 2>/dev/null
-done; echo $n"""
-"""Count and kill every process the check can see but itself, its ancestors and init (no
-fork while listing: the shell's own builtins only)."""
+from legorl_std.sandbox.reap import KILL_OTHERS
 
 
 class ProcessReaperOptions(BaseModel):
@@ -55,7 +47,7 @@ class ProcessReaper(CheckedPolicy):
             still = [f"{others} process(es) of the agent phase still ran in the sandbox"] if others else []
             return [Violation(self.name, message) for message in found + still]
 
-        return Check(self.name, _OTHERS, judge)
+        return Check(self.name, KILL_OTHERS, judge)
 
     def cheat_demonstration(self, scratch: Path) -> CheatDemo:
         """A process of the agent phase still running when the verifier would start. What the

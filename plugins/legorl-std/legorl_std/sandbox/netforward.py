@@ -1,9 +1,13 @@
 """Let a loopback-only sandbox reach exactly one host server (the proxy).
 
-The trial gets its own network namespace with only ``lo`` (:class:`NetnsRelay`); our
-process listens *inside* it on ``127.0.0.1:PORT`` and relays each connection to the host
-server. Every agent-phase command joins that namespace (``nsenter --net``), so it reaches
-the proxy at the usual address and nothing else; nothing of ours runs inside.
+- :class:`NetnsRelay` (the local sandbox): the trial gets its own network namespace with only
+  ``lo``; our process listens *inside* it on ``127.0.0.1:PORT`` and relays each connection to
+  the host server. Every agent-phase command joins that namespace (``nsenter --net``), so it
+  reaches the proxy at the usual address and nothing else; nothing of ours runs inside.
+- :class:`SocketRelay` (containers with no network at all): a unix socket per trial, bind-mounted
+  into the container, whose every connection is relayed to the host server; the container's
+  init (:data:`CONTAINER_INIT`, run on the image's python3) listens on its own loopback and
+  connects to that socket.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypedDict
+
+CONTAINER_INIT = Path(__file__).with_name("container_init.py")
+"""PID 1 of a trial's container: reaps orphans, relays its loopback port to the trial's socket."""
 
 
 def relay(a: socket.socket, b: socket.socket) -> None:
@@ -106,3 +114,36 @@ class NetnsRelay:
         self._listener.close()
         with contextlib.suppress(OSError):
             os.close(self.ns_fd)
+
+
+class SocketRelay:
+    """Listens on the unix socket ``path`` (mode 0600, at any path length: bound through a
+    descriptor of its directory); each connection goes to ``upstream()`` (refused while that is
+    None)."""
+
+    def __init__(self, path: Path, upstream: Callable[[], tuple[str, int] | None]):
+        self.path = path
+        self.upstream = upstream
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+        try:
+            self._listener.bind(f"/proc/self/fd/{directory}/{path.name}")
+        finally:
+            os.close(directory)
+        os.chmod(path, 0o600)
+        self._listener.listen(64)
+        threading.Thread(target=serve, args=(self._listener, self._connect), daemon=True, name="socket-relay").start()
+
+    def _connect(self) -> socket.socket:
+        address = self.upstream()
+        if address is None:
+            raise OSError("no proxy to relay to yet")
+        upstream = socket.create_connection(address, timeout=30)
+        upstream.settimeout(None)  # a generation may be silent for minutes
+        return upstream
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self.path.unlink(missing_ok=True)

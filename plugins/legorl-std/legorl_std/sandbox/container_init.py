@@ -1,9 +1,12 @@
-"""PID 1 of a trial's container: reaps orphans, and (agent phase) relays the proxy.
+"""PID 1 of a trial's container (the docker sandbox's, the harbor sandbox's on docker or
+podman): reaps orphans, and (agent phase) relays the proxy.
 
 ``python3 -I -S /run/legorl/init.py PORT``: with PORT > 0 it listens on 127.0.0.1:PORT (the
 container's own loopback; it has no other network) and relays every connection to the unix
-socket /run/legorl/proxy.sock, whose host end lego-rl relays to the proxy. Runs as root; the
-agent's commands run as another user, so they can neither signal it nor open the socket dir.
+socket /run/legorl/proxy.sock, whose host end
+(:class:`legorl_std.sandbox.netforward.SocketRelay`) relays to the proxy. Runs as root (the
+docker sandbox's commands run as another user, so they can neither signal it nor open the
+socket dir). The standard library only, any Python 3: it runs on the task image's interpreter.
 """
 
 import os
@@ -79,4 +82,5 @@ def main():
         reap()
 
 
-main()
+if __name__ == "__main__":
+    main()
