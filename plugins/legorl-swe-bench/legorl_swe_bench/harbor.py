@@ -77,7 +77,7 @@ def write_task(
         dockerfile += f"COPY testbed/ {TESTBED}/\n"
     (dest / "environment" / "Dockerfile").write_text(dockerfile)
     (dest / "task.toml").write_text(
-        _task_toml(instance, image, agent_timeout_sec, verifier_timeout_sec, metadata or {})
+        _task_toml(instance, image if mirror is None else None, agent_timeout_sec, verifier_timeout_sec, metadata or {})
     )
     (dest / "instruction.md").write_text(_instruction(instance))
     eval_script = instance.eval_script or generated_eval_script(instance, test_cmd)
@@ -187,8 +187,10 @@ def _instruction(instance: Instance) -> str:
 
 
 def _task_toml(
-    instance: Instance, image: str, agent_timeout: float, verifier_timeout: float, extra: dict[str, Any]
+    instance: Instance, prebuilt: str | None, agent_timeout: float, verifier_timeout: float, extra: dict[str, Any]
 ) -> str:
+    """task.toml; ``prebuilt``: the image that already holds the repository (SWE-bench's own
+    instance images), none where the Dockerfile copies it in."""
     meta: dict[str, Any] = {
         "source": "swe-bench",
         "instance_id": instance.instance_id,
@@ -204,5 +206,7 @@ def _task_toml(
     lines += [f"{k} = {json.dumps(v)}" for k, v in meta.items()]
     lines += ["", "[agent]", f"timeout_sec = {float(agent_timeout)}"]
     lines += ["", "[verifier]", f"timeout_sec = {float(verifier_timeout)}"]
-    lines += ["", "[environment]", f"docker_image = {json.dumps(image)}", ""]
+    if prebuilt:  # Harbor runs this image instead of building the Dockerfile
+        lines += ["", "[environment]", f"docker_image = {json.dumps(prebuilt)}"]
+    lines += [""]
     return "\n".join(lines)
