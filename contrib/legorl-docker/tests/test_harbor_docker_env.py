@@ -86,7 +86,8 @@ def test_harbor_docker_environment_with_no_network(
         result.reason,
         {k: v for k, v in result.verifier.items() if "tail" in k or k == "exit_code"},
     )
-    assert result.verifier["pristine"] is False, "Harbor's docker environment verifies in the agent's container"
+    assert result.verifier["pristine"] is True, "verified in a fresh container of the task's image"
+    assert result.verifier["crossing"]["crossed"] == (1 if solve else 0), result.verifier["crossing"]
     assert docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}") == networks, "Compose made a network"
     assert (
         docker.text(

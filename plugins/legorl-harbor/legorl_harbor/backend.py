@@ -14,12 +14,13 @@ from harbor.models.environment_type import EnvironmentType
 from harbor.models.task.config import EnvironmentConfig as TaskEnvironmentConfig
 from harbor.models.trial.config import ServiceVolumeConfig
 from harbor.models.trial.paths import TrialPaths
+from legorl_std.sandbox.dockerfile import own_paths
 
 from lego_rl import hookimpl
 from lego_rl.kinds import Problem, Task
 from lego_rl.registry import BuildContext
 from legorl_harbor.bwrap import BwrapEnvironment
-from legorl_harbor.container import ContainerHarborSandbox, no_network_overlay
+from legorl_harbor.container import ContainerHarborSandbox, compose_overlay
 from legorl_harbor.loop import LoopThread
 from legorl_harbor.sandbox import HarborSandbox, HarborSandboxError, HarborSandboxOptions, LocalHarborSandbox
 
@@ -54,8 +55,13 @@ class HarborSandboxBackend:
         paths.mkdir()
         config = self.options.environment
         if config.import_path is None and config.type in CONTAINER_ENGINES:
+            dockerfile = task.path / "environment" / "Dockerfile"
             return ContainerHarborSandbox(
-                lambda mounts: self._open(task, trial_id, paths, mounts), self._loop, self.options, paths.trial_dir
+                lambda mounts, phase: self._open(task, f"{trial_id}-{phase}" if phase else trial_id, paths, mounts),
+                self._loop,
+                self.options,
+                paths.trial_dir,
+                own_paths(dockerfile.read_text()) if dockerfile.is_file() else (),
             )
         environment, workdir = self._open(task, trial_id, paths, None)
         kind = LocalHarborSandbox if isinstance(environment, BwrapEnvironment) else HarborSandbox
@@ -67,12 +73,14 @@ class HarborSandboxBackend:
         """Create and start the trial's environment; on a container engine (``mounts`` given)
         with these extra mounts and no network. The environment and its working directory."""
         config = self.options.environment
+        task_environment = TaskEnvironmentConfig.model_validate(task.config.get("environment", {}))
+        storage = (config.override_storage_mb or task_environment.storage_mb) if self.options.storage_quota else None
         if mounts is not None:
             config = config.model_copy(
                 update={
                     "extra_docker_compose": [
                         *config.extra_docker_compose,
-                        no_network_overlay(paths.trial_dir / "no-network.json"),
+                        compose_overlay(paths.trial_dir / "compose-overlay.json", self.options.limits, storage),
                     ]
                 }
             )
@@ -84,7 +92,7 @@ class HarborSandboxBackend:
             environment_name=task.name,
             session_id=trial_id,
             trial_paths=paths,
-            task_env_config=TaskEnvironmentConfig.model_validate(task.config.get("environment", {})),
+            task_env_config=task_environment,
             **extra,
         )
         self._loop.run(environment.start(force_build=config.force_build))

@@ -26,6 +26,7 @@ from typing import Any
 
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import EnvironmentConfig
+from legorl_std.sandbox.limits import Limits
 from legorl_std.sandbox.snapshot import Change
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +56,29 @@ class HarborSandboxOptions(BaseModel):
     root: str | None = Field(
         default=None, description="Directory of per-trial dirs (default: <run dir>/harbor-trials)."
     )
+    limits: Limits | None = Field(
+        default=None,
+        description="On docker and podman: the container's process count (nproc) and every "
+        "process's open files, file size and CPU time (Harbor sets memory and CPUs from the task).",
+    )
+    storage_quota: bool = Field(
+        default=False,
+        description="On docker and podman: cap each container's writable layer at the task's "
+        "storage_mb (--storage-opt size: a storage driver with quotas, as lego-rl's daemon on btrfs).",
+    )
+    tree_limit_mb: int = Field(
+        default=2048,
+        gt=0,
+        description="On docker and podman: the largest working tree copied for pristine "
+        "verification (larger at the agent's end: the policy's crossing limit).",
+    )
+    agent_uid: int | None = Field(
+        default=61001,
+        ge=1,
+        description="On docker and podman: the user id the agent phase's commands run as (made in "
+        "the container, owning the working tree), so the agent cannot replace the system's tools "
+        "the sandbox's own commands run; null: the image's user.",
+    )
     host_address: str = Field(
         default="host.docker.internal",
         description="The host's name as commands inside the environment reach it (proxy URLs), "
@@ -80,9 +104,17 @@ class HarborSandbox:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
     ) -> ExecResult:
+        return self._exec(command, timeout=timeout, env=env, cwd=cwd, user=None)
+
+    def _exec(
+        self, command: str, *, timeout: float, env: dict[str, str] | None, cwd: str | None, user: str | int | None
+    ) -> ExecResult:
+        """Run ``command`` as ``user`` (None: the environment's default)."""
         environment = self._started()
         start = time.monotonic()
-        call = environment.exec(command, cwd=cwd or self.workdir or None, env=env, timeout_sec=math.ceil(timeout))
+        call = environment.exec(
+            command, cwd=cwd or self.workdir or None, env=env, timeout_sec=math.ceil(timeout), user=user
+        )
         try:
             out = self._loop.run(asyncio.wait_for(call, timeout + GRACE_S))
         except (TimeoutError, RuntimeError) as exc:

@@ -48,8 +48,15 @@ BACKENDS: dict[str, dict[str, Any]] = {
             "kwargs": {"sandbox": {"keep": True, "limits": REDTEAM_LIMITS.model_dump()}},
         }
     },
+    # Harbor's own docker environment; its daemon from $DOCKER_HOST (with DOCKER_BUILDKIT=0)
+    "harbor-docker": {"environment": {"type": "docker"}, "limits": REDTEAM_LIMITS.model_dump(), "storage_quota": True},
 }
 """The sandbox backends the red team knows how to configure (limits as the attacks expect)."""
+PLUGIN_OF = {"harbor-docker": "harbor"}
+"""The sandbox plugin of a backend not named after it."""
+UNREPORTED_LIMITS = frozenset({"harbor-docker"})
+"""Backends whose sandboxes do not say which limit stopped a command: an attack on a limit must
+only fail there (reward 0, not blamed on the infrastructure)."""
 ORACLE = Attack("oracle", "honest", "the task's own fix", ())
 NOOP = Attack("no-op", "honest", "nothing at all", ())
 """Run on every task before the attacks: the oracle must get 1, doing nothing 0."""
@@ -121,14 +128,19 @@ def run_suite(
         verifiers = {t.verifier: _verifier(t.verifier) for t in targets}
         bait = Bait({t.name: t.fixed for t in targets})
         _plant_decoys(workdir, targets)
-        seen = reported_limits()
+        reported = reported_limits()
         outcomes: list[Outcome] = []
         for name in backends:
+            seen = set() if name in UNREPORTED_LIMITS else reported
             backend = _backend(name, workdir / f"run-{name}")
             root = backend.root if isinstance(backend, TrialsRoot) else workdir / f"run-{name}"
 
             def trial(
-                job: tuple[Attack, Target], backend: SandboxBackend = backend, name: str = name, root: Path = root
+                job: tuple[Attack, Target],
+                backend: SandboxBackend = backend,
+                name: str = name,
+                root: Path = root,
+                seen: set[str] = seen,
             ) -> Outcome:
                 attack, target = job
                 fill = _fill(target, bait, root)
@@ -206,7 +218,7 @@ def _backend(name: str, run_dir: Path) -> SandboxBackend:
     if name not in BACKENDS:
         raise ValueError(f"the red team configures sandbox backends {sorted(BACKENDS)}, not {name!r}")
     registry = Registry.discover()
-    backend = registry.build("sandbox", name, BACKENDS[name], BuildContext(run_dir=run_dir))
+    backend = registry.build("sandbox", PLUGIN_OF.get(name, name), BACKENDS[name], BuildContext(run_dir=run_dir))
     fatal = [str(p) for p in backend.preflight() if p.fatal]
     if fatal:
         raise RuntimeError(f"sandbox backend {name} is not usable here: {'; '.join(fatal)}")
@@ -218,9 +230,9 @@ def available_backends() -> list[str]:
     found = []
     registry = Registry.discover()
     for name, options in BACKENDS.items():
-        if name not in registry.names("sandbox"):
+        if PLUGIN_OF.get(name, name) not in registry.names("sandbox"):
             continue
-        backend = registry.build("sandbox", name, options, BuildContext())
+        backend = registry.build("sandbox", PLUGIN_OF.get(name, name), options, BuildContext())
         if not any(p.fatal for p in backend.preflight()):
             found.append(name)
     return found

@@ -6,7 +6,9 @@ container's own loopback; it has no other network) and relays every connection t
 socket /run/legorl/proxy.sock, whose host end
 (:class:`legorl_std.sandbox.netforward.SocketRelay`) relays to the proxy. Runs as root (the
 docker sandbox's commands run as another user, so they can neither signal it nor open the
-socket dir). The standard library only, any Python 3: it runs on the task image's interpreter.
+socket dir). Where root may write that dir, it also serves /run/legorl/control.sock, on which
+the host asks it to kill every other process (it needs no new process to do so). The standard
+library only, any Python 3: it runs on the task image's interpreter.
 """
 
 import os
@@ -16,6 +18,7 @@ import sys
 import threading
 
 SOCKET = "/run/legorl/proxy.sock"
+CONTROL = "/run/legorl/control.sock"
 
 
 def reap(*_):
@@ -69,6 +72,46 @@ def serve(port):
         threading.Thread(target=handle, args=(client,), daemon=True).start()
 
 
+def kill_others():
+    """SIGKILL every process but this one, three rounds; how many there were at first. No fork:
+    it works when the agent used up the container's processes."""
+    first = None
+    for _ in range(3):
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) != os.getpid()]
+        if first is None:
+            first = len(pids)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return first or 0
+
+
+def control():
+    """Serve CONTROL where the dir lets root make it (the host's side only: the agent's user
+    cannot open it): ``kill`` kills every other process and answers how many there were."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if os.path.exists(CONTROL):
+            os.unlink(CONTROL)
+        listener.bind(CONTROL)
+        os.chmod(CONTROL, 0o600)
+    except OSError:
+        return
+    listener.listen(4)
+    while True:
+        client, _ = listener.accept()
+        try:
+            if client.recv(16).strip() == b"kill":
+                client.sendall(b"%d\n" % kill_others())
+        except OSError:
+            pass
+        client.close()
+
+
 def main():
     signal.signal(signal.SIGCHLD, reap)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -76,6 +119,7 @@ def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     if port:
         threading.Thread(target=serve, args=(port,), daemon=True).start()
+    threading.Thread(target=control, daemon=True).start()
     print("legorl-init ready", flush=True)
     while True:
         signal.pause()

@@ -221,3 +221,33 @@ def _add_mount_point(image: Image, inside: str, where: str) -> None:
     if any(inside == m or inside.startswith(m + "/") for m in image.mount_points):
         return
     image.mount_points = [m for m in image.mount_points if not m.startswith(inside + "/")] + [inside]
+
+
+def own_paths(text: str) -> list[str]:
+    """Where a Dockerfile's last stage puts the task's own files: its WORKDIRs and the targets of
+    its COPY and ADD (those named by a variable left out)."""
+    workdir, roots = "/", list[str]()
+    for ins in parse(text):
+        if ins.keyword == "FROM":
+            workdir, roots = "/", []
+        elif ins.keyword == "WORKDIR":
+            workdir = posixpath.normpath(posixpath.join(workdir, ins.args.strip().strip('"')))
+            roots.append(workdir)
+        elif ins.keyword in ("COPY", "ADD"):
+            words = [w for w in ins.args.split() if not w.startswith("--")]
+            target = _copy_target(" ".join(words))
+            if target and "$" not in target:
+                roots.append(posixpath.normpath(posixpath.join(workdir, target)))
+    return sorted(set(roots))
+
+
+def _copy_target(args: str) -> str:
+    """The destination of COPY/ADD arguments (shell or JSON form), '' if there is none."""
+    if args.startswith("["):
+        try:
+            parts = json.loads(args)
+        except ValueError:
+            return ""
+        return str(parts[-1]) if isinstance(parts, list) and len(parts) > 1 else ""
+    words = args.split()
+    return words[-1] if len(words) > 1 else ""

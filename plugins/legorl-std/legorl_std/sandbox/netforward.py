@@ -116,6 +116,22 @@ class NetnsRelay:
             os.close(self.ns_fd)
 
 
+def unix_request(path: Path, request: bytes, *, timeout: float) -> bytes:
+    """Send ``request`` to the unix socket ``path`` (any path length) and read the answer to EOF."""
+    directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(timeout)
+            client.connect(f"/proc/self/fd/{directory}/{path.name}")
+            client.sendall(request)
+            chunks = []
+            while chunk := client.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks)
+    finally:
+        os.close(directory)
+
+
 class SocketRelay:
     """Listens on the unix socket ``path`` (mode 0600, at any path length: bound through a
     descriptor of its directory); each connection goes to ``upstream()`` (refused while that is

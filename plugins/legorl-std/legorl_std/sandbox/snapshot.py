@@ -289,20 +289,26 @@ class CopySnapshot:
         return None
 
     def changes(self) -> list[Change]:
-        found: list[Change] = []
-        sides: tuple[tuple[Path, Path, Literal["added", "deleted"]], ...] = (
-            (self.merged, self.lower, "added"),
-            (self.lower, self.merged, "deleted"),
-        )
-        for base, other, kind in sides:
-            for directory, _dirs, files in os.walk(base):
-                for name in files:
-                    rel = os.path.relpath(os.path.join(directory, name), base)
-                    if not os.path.lexists(other / rel):
-                        found.append(Change("/" + rel, kind))
-                    elif kind == "added" and not _same(self.lower / rel, self.merged / rel):
-                        found.append(Change("/" + rel, "modified"))
-        return sorted(found, key=lambda c: c.path)
+        return compare_trees(self.lower, self.merged)
+
+
+def compare_trees(lower: Path, upper: Path) -> list[Change]:
+    """The files (regular files and symlinks; directories only by what they hold) added,
+    modified or deleted from the tree ``lower`` to the tree ``upper``, as ``/relative`` paths."""
+    found: list[Change] = []
+    sides: tuple[tuple[Path, Path, Literal["added", "deleted"]], ...] = (
+        (upper, lower, "added"),
+        (lower, upper, "deleted"),
+    )
+    for base, other, kind in sides:
+        for directory, _dirs, files in os.walk(base):
+            for name in files:
+                rel = os.path.relpath(os.path.join(directory, name), base)
+                if not os.path.lexists(other / rel):
+                    found.append(Change("/" + rel, kind))
+                elif kind == "added" and not _same(lower / rel, upper / rel):
+                    found.append(Change("/" + rel, "modified"))
+    return sorted(found, key=lambda c: c.path)
 
 
 def stale_mounts(root: Path, live: Callable[[str], bool]) -> list[Path]:
@@ -333,10 +339,16 @@ def _unescape(field: str) -> str:
 
 def unified_diff(snapshot: Snapshot, lower: Path, changes: list[Change], prefixes: list[str]) -> str:
     """A unified diff (a/ = image, b/ = trial) of the changed files under ``prefixes``."""
+    return tree_diff(lower, snapshot.merged, changes, prefixes)
+
+
+def tree_diff(lower: Path, upper: Path, changes: list[Change], prefixes: list[str], inside: str = "") -> str:
+    """A unified diff (a/ = ``lower``, b/ = ``upper``) of the changed files under ``prefixes``;
+    a path is shown with ``inside`` before it (where the trees stand in the sandbox)."""
     own = (c for c in changes if any(c.path == p or c.path.startswith(p.rstrip("/") + "/") for p in prefixes))
     return diff_texts(
-        (c.path, c.kind, _text(lower / c.path.lstrip("/")) if c.kind != "added" else "",
-         _text(snapshot.merged / c.path.lstrip("/")) if c.kind != "deleted" else "")
+        (inside.rstrip("/") + c.path, c.kind, _text(lower / c.path.lstrip("/")) if c.kind != "added" else "",
+         _text(upper / c.path.lstrip("/")) if c.kind != "deleted" else "")
         for c in own
     )  # fmt: skip
 
