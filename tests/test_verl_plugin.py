@@ -64,7 +64,7 @@ def test_claude_code_swe_translates_to_a_fully_resolved_verl_config(tmp_path: Pa
     assert cfg["model_engine"] == "megatron" and actor["strategy"] == "megatron"
     assert cfg["actor_rollout_ref"]["model"]["path"] == "Qwen/Qwen3.5-35B-A3B"
     assert rollout["name"] == "vllm" and rollout["tensor_model_parallel_size"] == 4
-    assert rollout["gpu_memory_utilization"] == 0.85
+    assert rollout["gpu_memory_utilization"] == 0.7
     assert rollout["enable_rollout_routing_replay"] is True
     assert actor["megatron"]["router_replay"]["mode"] == "R3"
     assert actor["policy_loss"]["loss_mode"] == "gspo"

@@ -105,6 +105,7 @@ def translate(
     values.update(_model(spec, errors))
     values.update(_rollout(spec, options, errors))
     values.update(_batches(spec, options))
+    values.update(_layout(options, errors))
     values.update(_objective(spec.optimizer.plugin, optimizer, errors))
     values.update(_filter(spec, filter))
     values.update(_trainer(spec, options, run_dir))
@@ -134,6 +135,8 @@ def translate(
             )
             continue
         OmegaConf.update(cfg, key, value, merge=True)
+    if values["actor_rollout_ref.rollout.name"] != CPU_ROLLOUT:
+        errors.extend(replica_errors(cfg, given="tensor_parallel_size" in spec.inference.options))
     if errors:
         raise TranslationError(errors)
     cfg.legorl = {
@@ -293,12 +296,79 @@ def _batches(spec: Spec, options: VerlTrainerOptions) -> dict[str, Any]:
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
         "actor_rollout_ref.actor.optim.lr": options.learning_rate,
         "actor_rollout_ref.actor.optim.lr_warmup_steps": options.warmup_steps or -1,
-        "actor_rollout_ref.model.enable_gradient_checkpointing": options.gradient_checkpointing,
         "actor_rollout_ref.actor.strategy": options.strategy,
         "trainer.v1.trainer_mode": mode,
         "trainer.v1.separate_async.parameter_sync_step": options.parameter_sync_steps,
         "actor_rollout_ref.hybrid_engine": mode != "separate_async",
     }
+
+
+def _layout(options: VerlTrainerOptions, errors: list[tuple[str, str]]) -> dict[str, Any]:
+    """Parallel sizes, offload and recompute, as the keys the chosen engine reads."""
+    sizes, actor = options.parallel, "actor_rollout_ref.actor."
+    world = options.nodes * options.gpus_per_node
+    if options.strategy == "fsdp":
+        for name in ("tensor", "expert", "pipeline"):
+            if getattr(sizes, name) != 1 or sizes.expert_tensor not in (None, 1):
+                errors.append(
+                    (f"trainer.options.parallel.{name}", "strategy fsdp shards over all GPUs: only context is a size")
+                )
+                break
+        if world % sizes.context:
+            errors.append(("trainer.options.parallel.context", f"{world} GPU(s) do not divide by context {sizes.context}"))
+        return {
+            "actor_rollout_ref.model.enable_gradient_checkpointing": options.gradient_checkpointing,
+            actor + "ulysses_sequence_parallel_size": sizes.context,
+            actor + "fsdp_config.ulysses_sequence_parallel_size": sizes.context,
+            actor + "fsdp_config.param_offload": options.offload.params,
+            actor + "fsdp_config.optimizer_offload": options.offload.optimizer,
+        }
+    expert_tensor = sizes.expert_tensor or sizes.tensor
+    for what, group in (
+        ("tensor x pipeline x context", sizes.tensor * sizes.pipeline * sizes.context),
+        ("expert x expert_tensor x pipeline", sizes.expert * expert_tensor * sizes.pipeline),
+    ):
+        if world % group:
+            errors.append(
+                ("trainer.options.parallel", f"{what} = {group} does not divide the {world} GPU(s) of the run")
+            )
+    megatron = actor + "megatron."
+    recompute = megatron + "override_transformer_config."
+    return {
+        megatron + "tensor_model_parallel_size": sizes.tensor,
+        megatron + "expert_model_parallel_size": sizes.expert,
+        megatron + "expert_tensor_parallel_size": sizes.expert_tensor,
+        megatron + "pipeline_model_parallel_size": sizes.pipeline,
+        megatron + "context_parallel_size": sizes.context,
+        megatron + "param_offload": options.offload.params,
+        megatron + "optimizer_offload": options.offload.optimizer,
+        # megatron reads no gradient-checkpointing flag: its recompute is the transformer config's
+        recompute + "recompute_granularity": "full" if options.gradient_checkpointing else None,
+        recompute + "recompute_method": "uniform" if options.gradient_checkpointing else None,
+        recompute + "recompute_num_layers": 1 if options.gradient_checkpointing else None,
+    }
+
+
+def replica_errors(cfg: DictConfig, *, given: bool) -> list[tuple[str, str]]:
+    """verl makes ``GPUs // (tensor x data x pipeline)`` rollout replicas: none, or GPUs left
+    over, is a run that cannot start (verl's default tensor size 2 on one GPU gives none)."""
+    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
+    world = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+    size = (
+        int(rollout.tensor_model_parallel_size)
+        * int(rollout.data_parallel_size)
+        * int(rollout.pipeline_model_parallel_size)
+    )
+    if size <= world and world % size == 0:
+        return []
+    return [
+        (
+            "inference.options.tensor_parallel_size",
+            f"verl's rollout replica spans {size} GPU(s) (tensor x data x pipeline parallel), which "
+            f"does not divide the run's {world} GPU(s): {world // size} replica(s)"
+            + ("" if given else f" (verl's default tensor size {rollout.tensor_model_parallel_size}: set it)"),
+        )
+    ]
 
 
 def _objective(name: str, opts: Mapping[str, Any], errors: list[tuple[str, str]]) -> dict[str, Any]:

@@ -7,6 +7,33 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class ParallelSizes(BaseModel):
+    """How the actor is split over the GPUs (verl's megatron engine; fsdp takes context only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tensor: int = Field(default=1, ge=1, description="Tensor parallel size (megatron tensor_model_parallel_size).")
+    expert: int = Field(default=1, ge=1, description="Expert parallel size (megatron expert_model_parallel_size).")
+    expert_tensor: int | None = Field(
+        default=None, ge=1, description="Expert tensor parallel size (megatron; none: the tensor size)."
+    )
+    pipeline: int = Field(default=1, ge=1, description="Pipeline parallel size (megatron).")
+    context: int = Field(
+        default=1,
+        ge=1,
+        description="Context parallel size: megatron context_parallel_size, fsdp's Ulysses sequence parallel.",
+    )
+
+
+class Offload(BaseModel):
+    """What the actor moves to host memory while the rollout has the GPUs (verl's hybrid engine)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: bool = Field(default=False, description="Weights (and megatron's gradient buffers).")
+    optimizer: bool = Field(default=False, description="Optimizer state.")
+
+
 class VerlTrainerOptions(BaseModel):
     """Options of the ``verl`` trainer (verl's RayPPOTrainer with lego-rl trials as rollouts)."""
 
@@ -25,7 +52,17 @@ class VerlTrainerOptions(BaseModel):
         default=1, ge=1, description="Sequences per GPU per forward/backward (and log-prob) pass."
     )
     gradient_checkpointing: bool = Field(
-        default=True, description="Recompute activations in backward (less memory, slower)."
+        default=True,
+        description="Recompute activations in backward (less memory, slower): fsdp's gradient "
+        "checkpointing, megatron's full recompute of every layer.",
+    )
+    parallel: ParallelSizes = Field(default_factory=ParallelSizes, description="Parallel sizes of the actor.")
+    offload: Offload = Field(default_factory=Offload, description="Host offload of the actor during rollout.")
+    gpu_memory_gb: float = Field(
+        default=80.0,
+        gt=0.0,
+        description="Memory of one GPU in GB (1e9 bytes): `legorl plan` estimates the need per GPU "
+        "from the model's config and refuses a layout that cannot fit.",
     )
     async_mode: Literal["none", "one-step-off", "fully-async"] = Field(
         default="none",

@@ -25,7 +25,9 @@ from legorl_verl.config import (
 )
 from legorl_verl.dataset import write_tasks
 from legorl_verl.environment import problems as environment_problems
+from legorl_verl.nodes import shared_path_problems
 from legorl_verl.options import VerlTrainerOptions
+from legorl_verl.sizing import Estimate, Layout, estimate, find_config, shape_of
 
 
 class VerlTrainer:
@@ -63,12 +65,53 @@ class VerlTrainer:
                 fix=f"{self.options.nodes} node(s) x {self.options.gpus_per_node} GPU(s), Ray started",
                 fatal=False,
             ),
+            *self._memory_problems(cfg),
+            *shared_path_problems(
+                self.options.nodes,
+                Path(cfg["legorl"]["run_dir"]),
+                Path(cfg["legorl"]["spec_dir"]),
+                self.ctx.spec.tasks.options,
+            ),
             *environment_problems(self.options.strategy, self.options.overrides),
         ]
 
+    def memory(self, cfg: dict[str, Any]) -> Estimate | str:
+        """The GPU memory estimate of a resolved verl config, or why there is none."""
+        assert self.ctx.spec is not None
+        model = self.ctx.spec.model
+        found = find_config(model.path, self.ctx.spec_dir or Path.cwd())
+        if found is None:
+            return (
+                f"no config.json for model.path {model.path!r} here (neither a local checkpoint nor "
+                "in the local hub cache)"
+            )
+        return estimate(shape_of(*found), Layout.of(cfg, self.options.gpu_memory_gb))
+
+    def _memory_problems(self, cfg: dict[str, Any]) -> list[Problem]:
+        est = self.memory(cfg)
+        if isinstance(est, str):
+            return [Problem(f"GPU memory per device not estimated: {est}", fix="legorl plan on a node with the checkpoint", fatal=False)]
+        if est.fits:
+            return []
+        t, r = est.training["total"], est.rollout["total"]
+        return [
+            Problem(
+                f"the run cannot fit its GPUs: {'; '.join(est.problems)} (training ~{t:.1f} GB, rollout "
+                f"~{r:.1f} GB; {est.layout.describe()})",
+                fix="raise trainer.options.parallel sizes (tensor, expert, pipeline, context), set "
+                "trainer.options.offload, compute log-probs in chunks (trainer.options.overrides: "
+                "{actor_rollout_ref.model.use_fused_kernels: true}), or lower "
+                "inference.options.gpu_memory_utilization / model.max_context; `legorl plan` shows each term",
+            )
+        ]
+
     def plan_details(self, spec: Spec) -> dict[str, Any]:
-        """The resolved verl config that ``apply`` would launch."""
-        return {"verl config": resolved(self.config(spec))}
+        """The memory estimate per GPU and the resolved verl config that ``apply`` would launch."""
+        cfg = resolved(self.config(spec))
+        if cfg["actor_rollout_ref"]["rollout"]["name"] == CPU_ROLLOUT:
+            return {"verl config": cfg}
+        est = self.memory(cfg)
+        return {"GPU memory per device": est if isinstance(est, str) else est.as_dict(), "verl config": cfg}
 
     def run(self, ctx: Any) -> None:
         from verl.trainer.main_ppo import main
