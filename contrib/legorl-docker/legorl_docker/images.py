@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legorl_std.sandbox.dockerfile import parse
+from legorl_std.sandbox.dockerfile import own_paths, parse
 
 from lego_rl.kinds import Task
 from legorl_docker.cli import Docker
@@ -131,14 +131,12 @@ class TaskImages:
 
     def _plan(self, task: Task, dockerfile: Path) -> _Plan:
         """The Dockerfile with replaced FROMs and the trial layer; the last stage's roots."""
-        instructions = parse(dockerfile.read_text(encoding="utf-8"))
-        lines = dockerfile.read_text(encoding="utf-8").splitlines()
+        text = dockerfile.read_text(encoding="utf-8")
+        instructions, lines = parse(text), text.splitlines()
         args: dict[str, str] = {}
         stages: set[str] = set()
         replaced: dict[str, str] = {}
         rewritten: dict[int, str] = {}
-        workdir = "/"
-        roots: list[str] = []
         seen_from = False
         for ins in instructions:
             if ins.keyword == "ARG" and not seen_from:
@@ -150,7 +148,6 @@ class TaskImages:
                 ref = _VAR.sub(lambda m: args.get(m.group(1), ""), words[0]) if words else ""
                 if len(words) >= 3 and words[1].lower() == "as":
                     stages.add(words[2])
-                workdir, roots = "/", []
                 if ref in stages or ref == "scratch":
                     continue
                 local = self._local_base(task, ref, dockerfile, ins.line)
@@ -158,13 +155,7 @@ class TaskImages:
                     replaced[ref] = local
                     flags = [w for w in ins.args.split() if w.startswith("--")]
                     rewritten[ins.line] = " ".join(["FROM", *flags, local, *words[1:]])
-            elif ins.keyword == "WORKDIR":
-                workdir = posixpath.normpath(posixpath.join(workdir, ins.args.strip().strip('"')))
-                roots.append(workdir)
-            elif ins.keyword in ("COPY", "ADD"):
-                dest = _destination(ins.args)
-                if dest and not dest.startswith("$"):
-                    roots.append(posixpath.normpath(posixpath.join(workdir, dest)))
+        roots = own_paths(text)
         out = []
         skip_to = 0
         for number, line in enumerate(lines, 1):
@@ -178,7 +169,7 @@ class TaskImages:
                 skip_to = number + 1
                 continue
             out.append(line)
-        if workdir == "/" and not roots:
+        if not roots:
             raise ImageBuildError(
                 f"{dockerfile}: the last stage works in / (no WORKDIR): set WORKDIR to the task's "
                 "directory (e.g. /app), which is what the agent's change may cross from"
@@ -290,15 +281,3 @@ def _lacking(log: list[str]) -> str | None:
         if _NO_PYTHON.search(line):
             return "python3 on PATH (the sandbox's init and command wrapper are Python scripts run by the image's python3)"
     return None
-
-
-def _destination(args: str) -> str:
-    """The destination of a COPY/ADD (JSON or shell form, flags skipped)."""
-    try:
-        words = json.loads(args) if args.startswith("[") else shlex.split(args)
-    except ValueError:
-        return ""
-    words = [w for w in words if not str(w).startswith("--")]
-    if len(words) < 2 or any("<<" in str(w) for w in words):
-        return ""
-    return str(words[-1])

@@ -29,7 +29,6 @@ import os
 import posixpath
 import re
 import secrets
-import shlex
 import shutil
 import tarfile
 import tempfile
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from legorl_std.sandbox.limits import Limits
+from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import SocketRelay
 
 from lego_rl.crossing import ChangeKind, CrossingPolicy
@@ -399,11 +399,10 @@ class DockerSandbox:
     def _reachable(container: Container, targets: list[str]) -> None:
         """Let the trial user traverse the image's dirs above the binds (e.g. /root, 0700 in
         Debian, above a runtime under /root/.pyenv): search permission, not listing."""
-        above = sorted({str(p) for t in targets for p in Path(t).parents if str(p) != "/"} - set(targets))
-        if not above:
+        script = traverse_above(targets)
+        if not script:
             return
-        quoted = " ".join(shlex.quote(p) for p in above)
-        out = container.exec(f"for d in {quoted}; do [ -d \"$d\" ] && chmod o+x \"$d\"; done; true", timeout=60, cwd="/", user=(0, 0))
+        out = container.exec(script + "true", timeout=60, cwd="/", user=(0, 0))
         if out.exit_code != 0:
             raise SandboxError(f"could not open the dirs above the harness's files in {container.name}: {out.stderr[-300:]}")
 

@@ -41,7 +41,7 @@ def test_missing_bases_are_replaced_stages_are_not(tmp_path: Path) -> None:
     assert made.replaced == {"python:3.12-slim": "legorl/base:bookworm", "ubuntu:22.04": "legorl/base:bookworm"}
     lines = made.text.splitlines()
     assert "FROM legorl/base:bookworm AS build" in lines and "FROM legorl/base:bookworm" in lines
-    assert made.roots == ["/srv/app", "/srv/app/vendor", "/opt/tool.py"], "the last stage's own files only"
+    assert made.roots == ["/opt/tool.py", "/srv/app", "/srv/app/vendor"], "the last stage's own files only"
     assert lines[-3] == "USER 0:0" and lines[-2].startswith('RUN ["python3", "-I", "-S", "-c", ')
     assert "chown -R 61001:61000" in lines[-1], "the check runs first (exec form: no shell needed), then the trial layer"
 

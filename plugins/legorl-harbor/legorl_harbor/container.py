@@ -40,6 +40,7 @@ from typing import Any
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import ServiceVolumeConfig
 from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, MB, Limits
+from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import CONTAINER_INIT, SocketRelay, unix_request
 from legorl_std.sandbox.reap import KILL_OTHERS
 from legorl_std.sandbox.snapshot import Change
@@ -314,12 +315,8 @@ class ContainerHarborSandbox(HarborSandbox):
         uid = self._options.agent_uid
         script = ""
         if uid and not self._phase:
-            targets = {m["target"] for m in self._mounts}
-            above = sorted({str(p) for t in targets for p in Path(t).parents if str(p) != "/"} - targets)
             script = AGENT_USER.format(uid=uid, workdir=shlex.quote(self._workdir))
-            script += "".join(
-                f"[ -d {shlex.quote(d)} ] && chmod o+x {shlex.quote(d)}\n" for d in above
-            )  # search, not list
+            script += traverse_above(m["target"] for m in self._mounts)
             script += WRITABLE.format(uid=uid) + " | sed 's/^/root /'\n"
         done = self._loop.run(environment.exec(script + 'echo "path $PATH"', user="root", timeout_sec=KILL_TIMEOUT_S))
         if done.return_code != 0:

@@ -234,20 +234,20 @@ def own_paths(text: str) -> list[str]:
             workdir = posixpath.normpath(posixpath.join(workdir, ins.args.strip().strip('"')))
             roots.append(workdir)
         elif ins.keyword in ("COPY", "ADD"):
-            words = [w for w in ins.args.split() if not w.startswith("--")]
-            target = _copy_target(" ".join(words))
+            target = _copy_target(ins.args)
             if target and "$" not in target:
                 roots.append(posixpath.normpath(posixpath.join(workdir, target)))
     return sorted(set(roots))
 
 
 def _copy_target(args: str) -> str:
-    """The destination of COPY/ADD arguments (shell or JSON form), '' if there is none."""
-    if args.startswith("["):
-        try:
-            parts = json.loads(args)
-        except ValueError:
-            return ""
-        return str(parts[-1]) if isinstance(parts, list) and len(parts) > 1 else ""
-    words = args.split()
-    return words[-1] if len(words) > 1 else ""
+    """The destination of COPY/ADD arguments (shell or JSON form, flags skipped), '' if there is
+    none or it cannot be told (a heredoc)."""
+    try:
+        words = json.loads(args) if args.startswith("[") else shlex.split(args)
+    except ValueError:
+        return ""
+    words = [w for w in words if not str(w).startswith("--")] if isinstance(words, list) else []
+    if len(words) < 2 or any("<<" in str(w) for w in words):
+        return ""
+    return str(words[-1])
