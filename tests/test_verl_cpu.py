@@ -149,6 +149,18 @@ def test_rollout_and_actor_compute_the_same_function_each_step(run: dict[str, An
 
 
 @pytest.mark.slow
+def test_recorded_routing_reaches_the_actor_and_is_replayed(run: dict[str, Any]) -> None:
+    """The experts the rollout server recorded per token travel in verl's batch
+    (``routed_experts``) to the actor, whose engine replays them in its forward passes (R3):
+    verl aggregates what each training micro-batch reports. The rollout records every token it
+    saw or sampled, so (nearly) all of them are replayed; the routers' own choice agreeing
+    with the record is the train/inference routing consistency."""
+    for metrics in run["metrics"].values():
+        assert 0.9 <= metrics["actor/routing_replayed"] <= 1.0
+        assert 0.5 < metrics["actor/routing_agreement"] <= 1.0
+
+
+@pytest.mark.slow
 def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
     """The embedded GRPO objective on each step's batch as verl saw it (its rewards, groups and
     trained tokens per sample; ratio 1, as on verl's one mini-batch a step, on-policy) against
@@ -249,6 +261,12 @@ def test_cpu_rollout_needs_one_worker_and_fsdp(tmp_path: Path) -> None:
     assert cfg["trainer"]["device"] == "cpu" and cfg["trainer"]["use_v1"] is False
     assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
     assert cfg["actor_rollout_ref"]["model"]["external_lib"] == "legorl_verl.cpu.dist"
+    from verl.utils.config import omega_conf_to_dataclass
+
+    engine = omega_conf_to_dataclass(cfg["actor_rollout_ref"]["actor"]["fsdp_config"])
+    assert engine.router_replay.mode == "R3"  # the CPU engine replays recorded routing by default
+    off = resolved(config(gpus_per_node=1, routing_replay="off"))["actor_rollout_ref"]["actor"]["fsdp_config"]
+    assert off["router_replay"]["mode"] == "disabled"
 
 
 def test_the_scripted_policy_scores_concurrent_calls_apart() -> None:

@@ -147,6 +147,9 @@ def translate(
     }
     if cfg.actor_rollout_ref.rollout.name == CPU_ROLLOUT:  # the CPU server builds its inference from it
         cfg.actor_rollout_ref.rollout.custom = {"legorl": cfg.legorl}
+        replay = _cpu_replay(options)
+        for role in ("actor", "ref"):  # a field of verl's EngineConfig its fsdp yaml leaves out
+            OmegaConf.update(cfg, f"actor_rollout_ref.{role}.fsdp_config.router_replay", replay, merge=False)
     return cfg
 
 
@@ -166,6 +169,17 @@ def _cpu(
     if options.strategy != "fsdp":
         errors.append(("trainer.options.strategy", "verl on a CPU runs its fsdp engine (megatron needs CUDA)"))
     return values(options.agent_workers, run_dir, loggers)
+
+
+def _cpu_replay(options: VerlTrainerOptions) -> dict[str, Any]:
+    """verl's ``router_replay`` engine config for the CPU engine (legorl_verl.cpu.engine): R3
+    unless replay is off (the CPU rollout always records routing)."""
+    return {
+        "_target_": "verl.workers.config.EngineRouterReplayConfig",
+        "mode": "disabled" if options.routing_replay == "off" else "R3",
+        "record_file": None,
+        "replay_file": None,
+    }
 
 
 def resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -250,16 +264,26 @@ def _rollout(spec: Spec, options: VerlTrainerOptions, errors: list[tuple[str, st
                     ),
                 )
             )
-    replay = bool(inference.options.get("enable_routing_replay", False))
-    values["actor_rollout_ref.rollout.enable_rollout_routing_replay"] = replay
-    if replay and options.strategy != "megatron":
+    cpu = backend == CPU_ROLLOUT
+    recorded = cpu or bool(inference.options.get("enable_routing_replay", False))
+    replay = recorded if options.routing_replay is None else options.routing_replay == "replay"
+    if replay and not recorded:
+        errors.append(
+            (
+                "trainer.options.routing_replay",
+                "replay needs the rollout to return each token's routed experts: set "
+                "inference.options.enable_routing_replay: true",
+            )
+        )
+    values["actor_rollout_ref.rollout.enable_rollout_routing_replay"] = recorded
+    if replay and options.strategy != "megatron" and not cpu:
         errors.append(
             (
                 "trainer.options.strategy",
                 (
                     "routing replay (inference.options.enable_routing_replay) needs strategy "
                     "megatron: verl 0.9.1 replays rollout routing (router_replay mode R3) on its "
-                    "megatron and veomni engines only"
+                    "megatron and veomni engines only (on a CPU, lego-rl's engine replays it)"
                 ),
             )
         )

@@ -56,6 +56,13 @@ class VerlTrainerOptions(BaseModel):
         description="Recompute activations in backward (less memory, slower): fsdp's gradient "
         "checkpointing, megatron's full recompute of every layer.",
     )
+    routing_replay: Literal["off", "replay"] | None = Field(
+        default=None,
+        description="MoE models: the actor routes each token to the experts recorded at sampling "
+        "(replay: verl's R3 on megatron; on a CPU, lego-rl's engine) or lets its routers choose "
+        "(off). Default: replay when the rollout records routing (inference.options."
+        "enable_routing_replay; the CPU rollout always does).",
+    )
     parallel: ParallelSizes = Field(default_factory=ParallelSizes, description="Parallel sizes of the actor.")
     offload: Offload = Field(default_factory=Offload, description="Host offload of the actor during rollout.")
     gpu_memory_gb: float = Field(

@@ -28,12 +28,14 @@ def register() -> None:
 
 
 def _register_engine() -> None:
-    """verl's FSDP engine, which registers for cuda and npu, under the cpu device too."""
+    """verl's FSDP engine, which registers for cuda and npu, under the cpu device too (with
+    routing replay: :mod:`legorl_verl.cpu.engine`)."""
     from verl.workers.engine import EngineRegistry
-    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+    from legorl_verl.cpu.engine import ReplayingFSDPEngine
 
     EngineRegistry.register(model_type="language_model", backend=["fsdp", "fsdp2"], device="cpu")(
-        FSDPEngineWithLMHead
+        ReplayingFSDPEngine
     )
 
 
