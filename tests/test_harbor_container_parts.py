@@ -52,3 +52,17 @@ def test_own_paths_are_the_last_stages_workdirs_and_copy_targets() -> None:
 
 def test_topmost_drops_what_lies_under_another() -> None:
     assert _topmost({"/opt/a", "/opt/a/b", "/opt/ab", "/x/y/z"}) == ["/opt/a", "/opt/ab", "/x/y/z"]
+
+
+def test_the_container_init_reads_its_cgroups_counters_v2_or_v1(tmp_path: Path, monkeypatch) -> None:
+    from legorl_std.sandbox import container_init
+
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "pids" / "pids.events").write_text("max 17\n")
+    monkeypatch.setattr(container_init, "COUNTERS", (
+        ("memory_mb", (str(tmp_path / "memory.events"), str(tmp_path / "memory.oom_control")), "oom_kill"),
+        ("nproc", (str(tmp_path / "pids.events"), str(tmp_path / "pids" / "pids.events")), "max"),
+        ("absent", (str(tmp_path / "nothing"),), "x"),
+    ))
+    assert container_init.counters() == b"memory_mb 2\nnproc 17\n"

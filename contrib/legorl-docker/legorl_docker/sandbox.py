@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legorl_std.sandbox.limits import Limits
+from legorl_std.sandbox.limits import DISK_FULL, Limits
 from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import SocketRelay
 
@@ -473,7 +473,7 @@ class DockerSandbox:
         try:
             return container.diff()
         except DockerError as exc:
-            if not _DISK_FULL.search(str(exc)) and "quota exceeded" not in str(exc):
+            if not DISK_FULL.search(str(exc)) and "quota exceeded" not in str(exc):
                 raise
             self._check_resources(container, None, "Disk quota exceeded")
             limit = f"storage_mb={self._settings.storage_mb}" if self._settings.storage_mb else "storage"
@@ -485,7 +485,7 @@ class DockerSandbox:
         found: list[tuple[str, str]] = []
         if exit_code is not None and (limit := self._limits.signalled(exit_code)):
             found.append((limit, f"a command was killed by signal {exit_code - 128}"))
-        if self._settings.storage_mb and (full := _DISK_FULL.search(stderr[-8192:])):
+        if self._settings.storage_mb and (full := DISK_FULL.search(stderr[-8192:])):
             found.append((f"storage_mb={self._settings.storage_mb}", f"a command wrote past the container's storage ({full[0]})"))
         for name, count in container.cgroup_counters().items():
             key = f"{container.name}:{name}"
@@ -504,8 +504,6 @@ class DockerSandbox:
         return "/" + posixpath.normpath(posixpath.join(self.workdir, path)).lstrip("/")
 
 
-_DISK_FULL = re.compile(r"Disk quota exceeded|No space left on device")
-"""What a command that ran into the container's storage quota prints (EDQUOT, ENOSPC)."""
 _PARENTS = frozenset({"/", "/var", "/run", "/home", "/logs"})
 _TRIVIAL = _PARENTS | {*SCRATCH, HOME, "/logs/agent", "/logs/verifier", "/logs/artifacts"}
 """Dirs whose being modified, and nothing in them, is only their times (checks' scratch files)."""

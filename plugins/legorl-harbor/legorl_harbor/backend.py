@@ -56,12 +56,17 @@ class HarborSandboxBackend:
         config = self.options.environment
         if config.import_path is None and config.type in CONTAINER_ENGINES:
             dockerfile = task.path / "environment" / "Dockerfile"
+            declared = TaskEnvironmentConfig.model_validate(task.config.get("environment", {}))
             return ContainerHarborSandbox(
                 lambda mounts, phase: self._open(task, f"{trial_id}-{phase}" if phase else trial_id, paths, mounts),
                 self._loop,
                 self.options,
                 paths.trial_dir,
                 own_paths(dockerfile.read_text()) if dockerfile.is_file() else (),
+                caps={
+                    "memory_mb": config.override_memory_mb or declared.memory_mb,
+                    "storage_mb": config.override_storage_mb or declared.storage_mb,
+                },
             )
         environment, workdir = self._open(task, trial_id, paths, None)
         kind = LocalHarborSandbox if isinstance(environment, BwrapEnvironment) else HarborSandbox

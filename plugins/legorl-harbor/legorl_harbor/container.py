@@ -15,6 +15,9 @@ or ``podman``), with what lego-rl's trials need that Harbor's config alone does 
   reaps orphans and relays its loopback port :data:`RELAY_PORT` to that socket. The harness is
   told ``http://127.0.0.1:RELAY_PORT/...``.
 - **Kills.** :meth:`kill_all` kills every process but PID 1, as root.
+- **Limits hit.** After each command, :meth:`resources_exhausted` learns which limit stopped it:
+  its exit code (an rlimit's signal), its stderr (a full storage quota) and the counters of the
+  container's cgroups (OOM kills, refused forks) that its init reads on request.
 - **Pristine verification.** :meth:`begin_agent` keeps a host copy of the working tree;
   :meth:`begin_verify` compares the agent's with it, stops the agent's environment and starts a
   fresh one of the task's image (no harness files, the proxy's socket closed) whose working
@@ -33,13 +36,13 @@ import shutil
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import ServiceVolumeConfig
-from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, MB, Limits
+from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, DISK_FULL, MB, Limits
 from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import CONTAINER_INIT, SocketRelay, unix_request
 from legorl_std.sandbox.reap import KILL_OTHERS
@@ -129,7 +132,10 @@ class ContainerHarborSandbox(HarborSandbox):
         options: HarborSandboxOptions,
         trial_dir: Path,
         own: Sequence[str] = (),
+        caps: Mapping[str, float | None] | None = None,
     ):
+        """``caps``: the values of the limits the container runs under (``memory_mb``,
+        ``storage_mb``; ``nproc`` and the rlimits come from the options)."""
         self._open = open_environment
         self._loop = loop
         self._options = options
@@ -152,6 +158,10 @@ class ContainerHarborSandbox(HarborSandbox):
         shutil.copyfile(CONTAINER_INIT, self._proxy_dir / "init.py")
         self._upstream: tuple[str, int] | None = None
         self._relay = SocketRelay(self._proxy_dir / "proxy.sock", lambda: self._upstream)
+        limits = options.limits
+        self._caps = {"nproc": limits.nproc if limits else None, **(caps or {})}
+        self._exhausted: list[dict[str, str]] = []
+        self._counts: dict[str, int] = {}
 
     @property
     def workdir(self) -> str:
@@ -279,7 +289,7 @@ class ContainerHarborSandbox(HarborSandbox):
         self._relay.close()
         with self._lock:
             environment, self._environment = self._environment, None
-            self._mounts, self._phase = [], phase
+            self._mounts, self._phase, self._counts = [], phase, {}
         if environment is not None:
             self._loop.run(environment.stop(delete=self._options.environment.delete))
 
@@ -306,7 +316,53 @@ class ContainerHarborSandbox(HarborSandbox):
         )
         done = self._exec(inside, timeout=timeout, env={**(env or {}), "PATH": SYSTEM_PATH}, cwd=cwd, user=user)
         out, found, err = done.stdout.rpartition(f"\n{mark}\n")
-        return dataclasses.replace(done, stdout=out, stderr=err + done.stderr) if found else done
+        done = dataclasses.replace(done, stdout=out, stderr=err + done.stderr) if found else done
+        self._check_resources(done)
+        return done
+
+    def resources_exhausted(self) -> list[dict[str, str]]:
+        """The limits the trial's commands ran into: ``phase``, ``limit`` (``name=value``), ``detail``."""
+        with self._lock:
+            return list(self._exhausted)
+
+    def _check_resources(self, done: ExecResult) -> None:
+        """Record the limits the last command (or one beside it) ran into."""
+        found: list[tuple[str, str]] = []
+        limits = self._options.limits
+        if limits is not None and (limit := limits.signalled(done.exit_code)):
+            found.append((limit, f"a command was killed by signal {done.exit_code - 128}"))
+        if self._options.storage_quota and (full := DISK_FULL.search((done.stderr + done.stdout)[-8192:])):
+            found.append((self._limit("storage_mb"), f"a command wrote past the container's storage ({full[0]})"))
+        for name, new in self._new_counts().items():
+            what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
+            found.append((self._limit(name), f"{new} {what[new > 1]}"))
+        phase = "verify" if self._phase else "agent"
+        with self._lock:
+            for limit, detail in found:
+                if not any(e["phase"] == phase and e["limit"] == limit for e in self._exhausted):
+                    self._exhausted.append({"phase": phase, "limit": limit, "detail": detail})
+
+    def _limit(self, name: str) -> str:
+        value = self._caps.get(name)
+        return f"{name}={value:g}" if value else name
+
+    def _new_counts(self) -> dict[str, int]:
+        """Limit name -> how often the container's cgroups counted it since the last look."""
+        if self._environment is None:
+            return {}
+        try:
+            answer = unix_request(self._proxy_dir / "control.sock", b"counters\n", timeout=KILL_TIMEOUT_S)
+        except OSError:
+            return {}
+        new = {}
+        for line in answer.decode(errors="replace").splitlines():
+            name, _, count = line.partition(" ")
+            if count.isdigit():
+                grew = int(count) - self._counts.get(name, 0)
+                self._counts[name] = int(count)
+                if grew > 0:
+                    new[name] = grew
+        return new
 
     def _prepare(self, environment: BaseEnvironment) -> str:
         """As root, before anything of the agent runs: the agent's user, who may traverse the

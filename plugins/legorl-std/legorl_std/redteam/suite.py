@@ -54,9 +54,6 @@ BACKENDS: dict[str, dict[str, Any]] = {
 """The sandbox backends the red team knows how to configure (limits as the attacks expect)."""
 PLUGIN_OF = {"harbor-docker": "harbor"}
 """The sandbox plugin of a backend not named after it."""
-UNREPORTED_LIMITS = frozenset({"harbor-docker"})
-"""Backends whose sandboxes do not say which limit stopped a command: an attack on a limit must
-only fail there (reward 0, not blamed on the infrastructure)."""
 ORACLE = Attack("oracle", "honest", "the task's own fix", ())
 NOOP = Attack("no-op", "honest", "nothing at all", ())
 """Run on every task before the attacks: the oracle must get 1, doing nothing 0."""
@@ -131,7 +128,6 @@ def run_suite(
         reported = reported_limits()
         outcomes: list[Outcome] = []
         for name in backends:
-            seen = set() if name in UNREPORTED_LIMITS else reported
             backend = _backend(name, workdir / f"run-{name}")
             root = backend.root if isinstance(backend, TrialsRoot) else workdir / f"run-{name}"
 
@@ -140,7 +136,6 @@ def run_suite(
                 backend: SandboxBackend = backend,
                 name: str = name,
                 root: Path = root,
-                seen: set[str] = seen,
             ) -> Outcome:
                 attack, target = job
                 fill = _fill(target, bait, root)
@@ -151,7 +146,7 @@ def run_suite(
                 )  # fmt: skip
                 start = time.monotonic()
                 result = runner.run(target.task, f"{attack.name}-{target.kind}-{name}")
-                limits = tuple(limit for limit in attack.limits if limit in seen)
+                limits = tuple(limit for limit in attack.limits if limit in reported)
                 return Outcome(
                     attack, target.kind, name, result.reward, result.termination, result.reason,
                     time.monotonic() - start, limits,

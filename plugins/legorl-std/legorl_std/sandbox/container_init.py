@@ -7,8 +7,9 @@ socket /run/legorl/proxy.sock, whose host end
 (:class:`legorl_std.sandbox.netforward.SocketRelay`) relays to the proxy. Runs as root (the
 docker sandbox's commands run as another user, so they can neither signal it nor open the
 socket dir). Where root may write that dir, it also serves /run/legorl/control.sock, on which
-the host asks it to kill every other process (it needs no new process to do so). The standard
-library only, any Python 3: it runs on the task image's interpreter.
+the host asks it to kill every other process (it needs no new process to do so) or for the
+container's cgroup counters of limits hit (OOM kills, refused forks). The standard library
+only, any Python 3: it runs on the task image's interpreter.
 """
 
 import os
@@ -90,9 +91,35 @@ def kill_others():
     return first or 0
 
 
+COUNTERS = (
+    ("memory_mb", ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"), "oom_kill"),
+    ("nproc", ("/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"), "max"),
+)
+"""Limit name, the container's own cgroup file (v2, v1) and the counter in it."""
+
+
+def counters():
+    """``name count`` lines of the limits the container's cgroups counted (OOM kills, forks
+    refused); a counter this kernel does not keep is left out."""
+    lines = []
+    for name, paths, field in COUNTERS:
+        for path in paths:
+            try:
+                with open(path) as f:
+                    for entry in f:
+                        parts = entry.split()
+                        if len(parts) == 2 and parts[0] == field:
+                            lines.append(name + " " + parts[1])
+                break
+            except OSError:
+                continue
+    return "".join(line + "\n" for line in lines).encode() or b"\n"
+
+
 def control():
     """Serve CONTROL where the dir lets root make it (the host's side only: the agent's user
-    cannot open it): ``kill`` kills every other process and answers how many there were."""
+    cannot open it): ``kill`` kills every other process and answers how many there were;
+    ``counters`` answers :func:`counters`."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         if os.path.exists(CONTROL):
@@ -105,8 +132,11 @@ def control():
     while True:
         client, _ = listener.accept()
         try:
-            if client.recv(16).strip() == b"kill":
+            asked = client.recv(16).strip()
+            if asked == b"kill":
                 client.sendall(b"%d\n" % kill_others())
+            elif asked == b"counters":
+                client.sendall(counters())
         except OSError:
             pass
         client.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ CPU_GRACE_SECONDS = 5
 """The CPU-time hard limit (SIGKILL) comes this long after the soft one (SIGXCPU)."""
 SIGNALLED_BY_LIMIT = {128 + signal.SIGXCPU: "cpu_seconds", 128 + signal.SIGXFSZ: "file_size_mb"}
 """Exit codes of a command killed by an rlimit's signal, and the limit it names."""
+DISK_FULL = re.compile(r"Disk quota exceeded|No space left on device")
+"""What a command that ran into a storage quota prints (EDQUOT, ENOSPC)."""
 CFS_PERIOD_US = 100_000
 CGROUP_PREFIX = "legorl-trial-"
 
