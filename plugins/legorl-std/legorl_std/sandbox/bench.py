@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import tempfile
@@ -36,6 +37,8 @@ from lego_rl.spec.models import ModelSpec
 from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.verifier.test_script import ScriptVerifier
 
+BASE_IMAGE = "python:3.12-slim"
+
 
 def make_task(root: Path, files: int) -> Task:
     task = root / f"repo-{files}"
@@ -44,7 +47,7 @@ def make_task(root: Path, files: int) -> Task:
         path = app / f"pkg{i // 100}" / f"mod{i}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"VALUE = {i}\n" * 20)
-    (task / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /app\nCOPY app/ /app/\n")
+    (task / "environment" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nWORKDIR /app\nCOPY app/ /app/\n")
     (task / "tests").mkdir()
     (task / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
     return Task(name=task.name, path=task, instruction="bench", config={"verifier": {"timeout_sec": 60}})
@@ -119,7 +122,7 @@ def trial_seconds(registry: Registry, ctx: BuildContext, backend: Any, task: Tas
     return seconds
 
 
-def compare(name: str, options: dict[str, Any], trials: int) -> dict[str, Any]:
+def compare(name: str, options: dict[str, Any], trials: int, base: str = BASE_IMAGE) -> dict[str, Any]:
     """The sandbox ``name`` beside ``local``: ready/stop per trial and whole trials."""
     from lego_rl.testing.contracts.base import ContractEnv
 
@@ -129,6 +132,9 @@ def compare(name: str, options: dict[str, Any], trials: int) -> dict[str, Any]:
         env = ContractEnv(root, registry)
         ctx = env.build_context()
         task = env.task("fix-add")
+        dockerfile = task.path / "environment" / "Dockerfile"
+        if dockerfile.is_file():  # a container backend builds the task's image on this base
+            dockerfile.write_text(re.sub(r"(?m)^FROM \S+", f"FROM {base}", dockerfile.read_text(), count=1))
         backends = {name: registry.build("sandbox", name, options, ctx), "local": registry.build("sandbox", "local", {"keep": False}, ctx)}
         figures: dict[str, Any] = {"trials": trials, "backend": name}
         for label, backend in backends.items():
@@ -162,9 +168,13 @@ def main(args: list[str]) -> dict[str, Any]:
     parser.add_argument("--verify", type=int, default=5, help="Verifier runs to time.")
     parser.add_argument("--backend", help="Measure this sandbox of the registry beside local (harbor, docker, ...).")
     parser.add_argument("--options", default="{}", help="The backend's options, as a JSON object.")
+    parser.add_argument(
+        "--base", default=BASE_IMAGE,
+        help="FROM of the task's image on a container backend (no registry: a local tag, e.g. legorl/base:bookworm).",
+    )
     opts = parser.parse_args(args)
     if opts.backend and opts.backend != "local":
-        compared = compare(opts.backend, json.loads(opts.options), opts.trials)
+        compared = compare(opts.backend, json.loads(opts.options), opts.trials, opts.base)
         for line in (f"{k}: {v}" for k, v in compared.items()):
             print(line)
         return compared
