@@ -132,9 +132,11 @@ def compare(name: str, options: dict[str, Any], trials: int, base: str = BASE_IM
         env = ContractEnv(root, registry)
         ctx = env.build_context()
         task = env.task("fix-add")
-        dockerfile = task.path / "environment" / "Dockerfile"
-        if dockerfile.is_file():  # a container backend builds the task's image on this base
+        if base != BASE_IMAGE:  # a container backend builds the task's image on this base (a copy of the task)
+            copy = shutil.copytree(task.path, root / "task")
+            dockerfile = copy / "environment" / "Dockerfile"
             dockerfile.write_text(re.sub(r"(?m)^FROM \S+", f"FROM {base}", dockerfile.read_text(), count=1))
+            task = task.model_copy(update={"path": copy})
         backends = {name: registry.build("sandbox", name, options, ctx), "local": registry.build("sandbox", "local", {"keep": False}, ctx)}
         figures: dict[str, Any] = {"trials": trials, "backend": name}
         for label, backend in backends.items():
