@@ -1,5 +1,5 @@
-"""verl's own trainer on the CPU: `legorl apply` with trainer verl runs verl 0.9.1's RayPPOTrainer
-(legacy TaskRunner, FSDP2 engine on gloo, Ray started locally) for 2 GRPO steps on a saved tiny
+"""verl's own trainer on the CPU: `legorl apply` with trainer verl runs verl 0.9.1's v1 trainer
+(TaskRunnerV1, TransferQueue, FSDP2 engine on gloo, Ray started locally) for 2 GRPO steps on a saved tiny
 Qwen3-MoE, through our agent loop with real trials (mini-swe-agent, the proxy, the local
 sandbox, the test-script verifier) and the CPU rollout server (the scripted policy over the
 embedded inference). Everything asserted comes from verl's own outputs: its metrics file
@@ -57,7 +57,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     checkpoint = tiny_checkpoint(out / "tiny")
     overrides = [
         "trainer.plugin=verl",
-        'trainer.options={"gpus_per_node": 1, "agent_workers": 1, "learning_rate": 1e-3}',
+        'trainer.options={"gpus_per_node": 1, "agent_workers": 1, "learning_rate": 1e-3, "segments": "all"}',
         f"model.path={checkpoint}", "model.max_context=2048",
         f"run.output_dir={out}", "run.name=verl-cpu", "run.steps=2", "run.tasks_per_step=1",
         "run.group_size=2", "run.concurrency=2", "run.max_turns=2", "run.max_tokens=96",
@@ -70,10 +70,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     verl = out / "verl-cpu" / "verl"
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    trials = {row["key"]: row for row in read_jsonl(verl / "samples.jsonl")}
     return {
         "checkpoint": checkpoint,
         "metrics": {line["step"]: line["data"] for line in read_jsonl(verl / "metrics.jsonl")},
-        "samples": {step: read_jsonl(verl / "rollouts" / f"{step}.jsonl") for step in (1, 2)},
+        # verl's rollout dump (its key and score per sample) joined with the trial behind each
+        "samples": {step: [{**trials[row["uid"]], "score": row["score"]}
+                           for row in read_jsonl(verl / "rollouts" / f"{step}.jsonl")] for step in (1, 2)},
         "weights": read_jsonl(verl / "rollout-weights.jsonl"),
     }
 
@@ -258,7 +261,7 @@ def test_cpu_rollout_needs_one_worker_and_fsdp(tmp_path: Path) -> None:
     rollout = cfg["actor_rollout_ref"]["rollout"]
     assert rollout["name"] == "legorl-cpu" and rollout["tensor_model_parallel_size"] == 1
     assert rollout["custom"]["legorl"]["spec"]["inference"]["plugin"] == "hf"
-    assert cfg["trainer"]["device"] == "cpu" and cfg["trainer"]["use_v1"] is False
+    assert cfg["trainer"]["device"] == "cpu" and cfg["trainer"]["use_v1"] is True
     assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"
     assert cfg["actor_rollout_ref"]["model"]["external_lib"] == "legorl_verl.cpu.dist"
     from verl.utils.config import omega_conf_to_dataclass

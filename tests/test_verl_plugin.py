@@ -246,6 +246,21 @@ class TwoCallHarness:
 
 
 
+class RewritingHarness(TwoCallHarness):
+    """A second call that does not extend the first (a compaction): a new segment."""
+
+    def run(self, sandbox, task, endpoint, timeout):
+        import httpx
+
+        for content in (task.instruction, "a summary of the work so far; go on"):
+            httpx.post(
+                f"{endpoint.base_url}/v1/chat/completions",
+                headers={"authorization": f"Bearer {endpoint.api_key}"},
+                json={"model": endpoint.model, "messages": [{"role": "user", "content": content}]}, timeout=30,
+            ).raise_for_status()
+        return HarnessResult(Termination.COMPLETED, exit_code=0)
+
+
 class Passing:
     def score(self, sandbox, task):
         return VerifierResult(1.0)
@@ -295,6 +310,43 @@ def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> No
     tensors = out.as_dict()
     assert tensors["routed_experts"].shape[0] == tensors["prompts"].shape[0] + tensors["responses"].shape[0]
     assert tensors["rm_scores"][-1] == 1.0
+
+
+def test_a_rewritten_history_trains_every_segment_as_verls_list_of_outputs(tmp_path: Path) -> None:
+    from legorl_std.dialects.openai_chat import OpenAIChatDialect
+    from legorl_verl.agent_loop import LegoRLAgentLoop
+    from legorl_verl.trials import TrialKit
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from lego_rl.proxy.doubles import tiny_chat_tokenizer
+
+    spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "run.max_tokens=32")
+    task = Task(name="t1", path=tmp_path, instruction="fix the bug")
+    tokenizer = tiny_chat_tokenizer()
+
+    def run(segments: str):
+        kit = TrialKit(spec=spec, tasks={"t1": task}, sandbox=NullSandboxes(), harness=RewritingHarness(),
+                       verifier=Passing(), dialect=OpenAIChatDialect())
+        client = StandInServerClient(tokenizer)
+        agent = LegoRLAgentLoop(DictConfigWrap(verl_config(spec, tmp_path, prompt_length=64, segments=segments)),
+                                client, tokenizer, kit=kit)
+        return asyncio.run(agent.run({"temperature": 1.0}, extra_info={"task": "t1", "index": 0})), client
+
+    outs, client = run("all")
+    assert isinstance(outs, list) and len(outs) == 2  # verl v1 takes the list, each output a sample
+    (_, prompt1, _), (_, prompt2, _) = client.calls
+    replies = [tokenizer.encode(f"reply {n}") + [tokenizer.eos_token_id] for n in (1, 2)]
+    for out, prompt, reply, index in zip(outs, (prompt1, prompt2), replies, (0, 1), strict=True):
+        assert out.prompt_ids == prompt and out.response_ids == reply
+        assert sum(out.response_mask) == len(reply) == len(out.response_logprobs)
+        assert out.reward_score == 1.0 and out.extra_fields["legorl_segment"] == index
+        assert out.extra_fields["legorl_untrained_tokens"] == 0
+        assert out.extra_fields["min_global_steps"] == out.extra_fields["max_global_steps"] == 3
+        assert out.as_dict()["rm_scores"][-1] == 1.0
+    one, _ = run("last")  # one sample: the first segment is reported, not trained
+    assert one.prompt_ids == prompt2 and one.extra_fields["legorl_untrained_tokens"] == len(replies[0])
+    errors = errors_of(spec, tmp_path, segments="all", overrides={"trainer.use_v1": False})
+    assert "v1" in errors["trainer.options.segments"]
 
 
 @pytest.mark.parametrize(

@@ -113,7 +113,7 @@ def translate(
         errors.append(
             (
                 "run.subagents",
-                "verl trains one sequence per trial (its agent loop's output); sub-agent "
+                "verl trains the main agent's trajectory of each trial (its agent loop's outputs); sub-agent "
                 "trajectories are kept in the results only: use subagents: drop, or the embedded trainer",
             )
         )
@@ -135,6 +135,10 @@ def translate(
             )
             continue
         OmegaConf.update(cfg, key, value, merge=True)
+    if options.segments == "all" and not cfg.trainer.use_v1:
+        errors.append(
+            ("trainer.options.segments", "all segments of a trajectory need verl's v1 trainer (trainer.use_v1)")
+        )
     if values["actor_rollout_ref.rollout.name"] != CPU_ROLLOUT:
         errors.extend(replica_errors(cfg, given="tensor_parallel_size" in spec.inference.options))
     if errors:

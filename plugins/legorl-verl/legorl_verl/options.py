@@ -89,10 +89,11 @@ class VerlTrainerOptions(BaseModel):
     agent_workers: int = Field(
         default=8, ge=1, description="verl agent-loop workers (each runs its share of the trials)."
     )
-    segments: Literal["last", "most-trained"] = Field(
+    segments: Literal["last", "most-trained", "all"] = Field(
         default="last",
-        description="verl 0.9 trains one sequence per sample: which segment of a multi-segment "
-        "trajectory (after a history rewrite) becomes it; the others are reported, not trained.",
+        description="A trajectory of several segments (the harness rewrote its history): all "
+        "trains every segment (verl's v1 trainer takes a list of outputs per sample; each gets "
+        "the trial's reward); last or most-trained trains one, the others are reported, not trained.",
     )
     save_every: int = Field(
         default=-1, description="Save a verl checkpoint every N steps (-1: only what verl does by default)."

@@ -1,15 +1,17 @@
 """A recorded trajectory as one verl sample: prompt / response split, masks, log-probs, routing.
 
-Only recorded tokens are used, cut at positions, never re-tokenized. verl 0.9.1 takes one
-sequence per sample (``AgentLoopWorker._run_agent_loop`` handles a single AgentLoopOutput), so
-a trajectory of several segments (the harness rewrote its history) contributes one segment,
-chosen by ``choose``; the others are counted in ``untrained_tokens``, not trained.
+Only recorded tokens are used, cut at positions, never re-tokenized. verl 0.9.1's legacy
+trainer takes one sequence per sample (``AgentLoopWorker._run_agent_loop`` handles a single
+AgentLoopOutput), so there a trajectory of several segments (the harness rewrote its history)
+contributes one segment, chosen by ``choose``; the others are counted in
+``untrained_tokens``, not trained. verl's v1 trainer takes a list of outputs per sample
+(``AgentLoopWorkerTQ._agent_loop_postprocess``): ``choose="all"`` makes each segment a sample.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,23 +45,51 @@ def split_point(segment: Segment, prompt_length: int, response_length: int) -> i
     return min(prompt_length, max(first, len(segment.ids) - response_length))
 
 
-def to_sample(
+Choice = Literal["last", "most-trained", "all"]
+"""Which segments of a trajectory become samples: one (the last, or the one with the most
+trained tokens), or every one of them (verl's v1 list of outputs per sample)."""
+
+
+def to_samples(
     trajectory: Trajectory | None,
     *,
     prompt_length: int,
     response_length: int,
     pad_id: int,
     routing_shape: tuple[int, int] | None = None,
-    choose: Literal["last", "most-trained"] = "last",
+    choose: Choice = "last",
     train: bool = True,
+) -> list[Sample]:
+    """The verl samples of a trial, in segment order. ``routing_shape`` (layers, k): emit a
+    routing table (zero rows where a token's routing is unknown); None: no routing.
+    ``train=False`` masks every token (a trial that failed through the infrastructure). A trial
+    that generated nothing is one masked token (verl's shapes stay valid)."""
+    if choose == "all":
+        segments: list[Segment | None] = [s for s in (trajectory.segments if trajectory else []) if s.ids]
+    else:
+        segments = [pick_segment(trajectory, choose)]
+    empty = Segment(ids=[pad_id], loss_mask=[0], logprobs=[0.0], routing=[None])
+    samples = [
+        _sample(segment or empty, prompt_length, response_length, routing_shape, train)
+        for segment in segments or [None]
+    ]
+    trained = sum(sum(sample.response_mask) for sample in samples)
+    left = (trajectory.trained_tokens if trajectory else 0) - trained
+    for sample in samples:
+        sample.stats["segments"] = len(trajectory.segments) if trajectory else 0
+        sample.stats["untrained_tokens"] = left
+    return samples
+
+
+def to_sample(trajectory: Trajectory | None, *, choose: Literal["last", "most-trained"] = "last", **kw: Any) -> Sample:
+    """The one verl sample of a trial (see :func:`to_samples`)."""
+    (sample,) = to_samples(trajectory, choose=choose, **kw)
+    return sample
+
+
+def _sample(
+    segment: Segment, prompt_length: int, response_length: int, routing_shape: tuple[int, int] | None, train: bool
 ) -> Sample:
-    """The verl sample of a trial. ``routing_shape`` (layers, k): emit a routing table (zero
-    rows where a token's routing is unknown); None: no routing. ``train=False`` masks every
-    token (a trial that failed through the infrastructure)."""
-    trained_total = trajectory.trained_tokens if trajectory else 0
-    segment = pick_segment(trajectory, choose)
-    if segment is None:  # nothing was generated: one masked token keeps verl's shapes valid
-        segment = Segment(ids=[pad_id], loss_mask=[0], logprobs=[0.0], routing=[None])
     cut = split_point(segment, prompt_length, response_length)
     end = min(len(segment.ids), cut + response_length)
     if cut == end:  # an all-prompt segment: verl needs one response position
@@ -73,9 +103,7 @@ def to_sample(
         routed_experts=_routing(segment, end, routing_shape),
     )
     sample.stats = {
-        "segments": len(trajectory.segments) if trajectory else 0,
         "trained_tokens": sum(sample.response_mask),
-        "untrained_tokens": trained_total - sum(sample.response_mask),
         "routed_tokens": int(sum(1 for r in segment.routing[:end] if r)),
     }
     return sample

@@ -3,7 +3,7 @@
 verl owns the outer loop (its RayPPOTrainer on Ray, FSDP or Megatron); rollouts are our
 agent loop ``legorl`` (one trial per sample). The run context's own rollout pool and
 inference are not used. With inference ``hf`` or ``scripted`` it runs on the CPU
-(:mod:`legorl_verl.cpu`): Ray started here, verl's legacy trainer, the embedded inference as
+(:mod:`legorl_verl.cpu`): Ray started here, verl's v1 trainer, the embedded inference as
 its rollout server.
 """
 
@@ -138,7 +138,7 @@ def run_on_cpu(cfg: Any) -> None:
     import os
 
     import ray
-    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.main_ppo_v0 import TaskRunner
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -153,7 +153,7 @@ def run_on_cpu(cfg: Any) -> None:
     if started:
         ray.init(**ray_init(cfg))
     try:
-        run_ppo(cfg, task_runner_class=TaskRunner)
+        run_ppo(cfg, task_runner_class=TaskRunnerV1 if cfg.trainer.use_v1 else TaskRunner)
     finally:
         if started:
             ray.shutdown()

@@ -1,7 +1,8 @@
 """The verl keys and the Ray start of a CPU run (rollout ``legorl-cpu``).
 
 One actor worker (a logical Ray ``GPU``), verl's FSDP2 engine on gloo with eager attention and
-no padding removal (flash-attention kernels only), one CPU rollout replica beside it.
+no padding removal (flash-attention kernels only), one CPU rollout replica beside it, verl's v1
+trainer (as on GPUs) with one TransferQueue storage unit.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def values(workers: int, run_dir: Path, loggers: list[str]) -> dict[str, Any]:
         "trainer.logger": [*loggers, "file"],
         "trainer.rollout_data_dir": str(run_dir / ROLLOUTS_DIR),
         "trainer.device": "cpu",
-        "trainer.use_v1": False,  # v1 needs TransferQueue, not installed with the CPU stack
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
         "actor_rollout_ref.actor.strategy": "fsdp2",  # FSDP1 syncs module states on a GPU only
         "actor_rollout_ref.ref.strategy": "fsdp2",
         "actor_rollout_ref.model.external_lib": "legorl_verl.cpu.dist",
@@ -42,7 +43,9 @@ def values(workers: int, run_dir: Path, loggers: list[str]) -> dict[str, Any]:
         "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
         "actor_rollout_ref.rollout.free_cache_engine": False,
         "reward.num_workers": 1,
-        "ray_kwargs.ray_init.num_cpus": max(4, 2 * workers + 2),
+        # logical CPUs: every actor of verl's v1 (task runner, TransferQueue's controller and
+        # storage, agent-loop and reward workers) must be placed, whatever the machine has
+        "ray_kwargs.ray_init.num_cpus": 2 * workers + 8,
     }
 
 
