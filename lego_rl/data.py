@@ -185,6 +185,14 @@ class CallRecord(BaseModel):
     """The backend's (stop, length), or :data:`CLIENT_DISCONNECT` for a call cut by its client."""
     extends_previous: bool = False
     """True when prompt_ids start with the previous call's prompt + completion exactly."""
+    boundary: str | None = None
+    """Otherwise (after a first call), how the prompt continues that context
+    (:mod:`lego_rl.proxy.boundary`): a drift at the turn boundary (``whitespace``,
+    ``special_token``, ``thinking``), a ``rewrite`` of the history, or a ``retry``."""
+    boundary_tokens: int = 0
+    """Tokens of the previous prompt + completion this prompt does not reproduce."""
+    boundary_sampled: int = 0
+    """Of those, tokens the previous call sampled."""
     policy_version: int = 0
     started_at: float = 0.0
     ended_at: float = 0.0

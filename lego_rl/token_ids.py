@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final, overload
+from typing import Any, Final, TypeVar, overload
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -127,3 +127,19 @@ class TokenIds(Sequence[int]):
                 return_schema=core_schema.list_schema(core_schema.int_schema()),
             ),
         )
+
+
+_Prefixed = TypeVar("_Prefixed", "TokenIds", str)
+
+
+def common_prefix(a: _Prefixed, b: _Prefixed) -> int:
+    """How many leading items (ids, characters) ``a`` and ``b`` share: a bisection over
+    comparisons of slices, each a comparison of memory."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -44,11 +44,13 @@ def test_metric_names_are_read_defensively() -> None:
     keys = metric_keys([{"prob_pearson": 0.99, "k3_inference": 0.1, "routing_agreement": 0.98,
                          "trainer_wait_fraction": 0.2, "staleness_mean": 1.0, "note": "x", "updated": True,
                          "rollout_mismatch_k3": 0.01, "rollout_ess": 0.9, "rollout_masked_fraction": 0.1,
-                         "tis_capped_fraction": 0.0}])  # fmt: skip
+                         "tis_capped_fraction": 0.0, "boundary_drift_tokens_mean": 3.0,
+                         "trained_non_sampled_tokens": 0.0}])  # fmt: skip
     assert keys["consistency"] == {
         "prob_pearson": ["prob_pearson"], "k3": ["k3_inference", "rollout_mismatch_k3"],
         "logp_diff_abs": [], "routing_agreement": ["routing_agreement"],
         "correction": ["rollout_ess", "rollout_masked_fraction", "tis_capped_fraction"],
+        "token_boundary": ["boundary_drift_tokens_mean", "trained_non_sampled_tokens"],
     }  # fmt: skip
     assert keys["scheduling"] == {
         "trainer_wait": ["trainer_wait_fraction"],

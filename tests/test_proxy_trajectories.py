@@ -81,7 +81,12 @@ def test_session_story_gives_the_expected_trajectories():
         "rewrites": 1.0,
         "rollbacks": 1.0,
         "malformed_tool_calls": 0.0,
+        "trained_non_sampled": 0.0,
+        "boundary_drifts": 0.0,  # the compaction is a rewrite, the retry a retry: no drift
+        "boundary_drift_tokens": 0.0,
+        "boundary_drift_sampled": 0.0,
     }
+    assert [c.boundary for c in session.calls] == [None, None, None, "rewrite", None, "retry", None]
     assert main_metrics["trained_tokens"] == sum(
         len(calls[i].completion_ids) for i in (0, 1, 2, 3, 5)
     )

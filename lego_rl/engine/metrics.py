@@ -1,5 +1,5 @@
 """Per-step rollout metrics: time integrals of slot use, inference busy share, version lag,
-per-task history counts."""
+per-task history counts, token-boundary drift."""
 
 from __future__ import annotations
 
@@ -62,6 +62,25 @@ def version_lag(groups: list[list[TrialResult]], current: int) -> tuple[float, i
                 weighted += lag * n
                 worst = max(worst, lag)
     return (weighted / tokens if tokens else 0.0), worst
+
+
+def token_boundary(groups: list[list[TrialResult]]) -> dict[str, float]:
+    """Token-boundary health of the trials a step trains (from each trial's fidelity, every
+    trajectory summed): mean context tokens per trial its calls' re-rendered histories did not
+    reproduce (:mod:`lego_rl.proxy.boundary`), the share of trials with such a drift, and the
+    trained tokens that were not sampled (0 unless our bookkeeping is broken: such a trial ends
+    ``internal_error`` and is never trained)."""
+    trials = [t for g in groups for t in trainable(g)]
+
+    def total(trial: TrialResult, key: str) -> float:
+        return sum(f.get(key, 0.0) for f in trial.fidelity)
+
+    drifted = [total(t, "boundary_drift_tokens") for t in trials if total(t, "boundary_drifts")]
+    return {
+        "boundary_drift_tokens_mean": sum(drifted) / len(trials) if trials else 0.0,
+        "boundary_drift_trial_share": len(drifted) / len(trials) if trials else 0.0,
+        "trained_non_sampled_tokens": sum(total(t, "trained_non_sampled") for t in trials),
+    }
 
 
 def history_counts(history: Mapping[str, Sequence[int]]) -> dict[str, float]:

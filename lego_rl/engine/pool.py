@@ -26,7 +26,13 @@ from lego_rl.data import Attribution, TrialResult
 from lego_rl.engine.clock import Clock
 from lego_rl.engine.faults import TRIAL_TIMEOUT_MARGIN_S, should_retry
 from lego_rl.engine.groups import first_version, informative
-from lego_rl.engine.metrics import BusyMeter, Integral, history_counts, version_lag
+from lego_rl.engine.metrics import (
+    BusyMeter,
+    Integral,
+    history_counts,
+    token_boundary,
+    version_lag,
+)
 from lego_rl.engine.scheduler import TaskCycle, history_weight
 from lego_rl.kinds import Filter, Group, ResamplesGroups, Task
 from lego_rl.proxy.budgets import cache_metrics
@@ -375,6 +381,7 @@ class RolloutPool:
             "inference_busy_share": self.busy.share(self._mark, now),
             "informative_group_share": informative_share,
             **history_counts(self.history),
+            **token_boundary(groups),
             **{k: float(v) for k, v in self._counts.items()},
             **cache_metrics(),
         }

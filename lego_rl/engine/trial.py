@@ -143,6 +143,8 @@ class TrialRunner:
         if live.verdict is not None:
             _end(result, live.verdict.termination, live.verdict.reason)
             result.reward = 0.0
+        if (defect := non_sampled(result)) is not None:
+            _end(result, Termination.INTERNAL_ERROR, defect)
         result.attribution = (
             Attribution.NONE
             if result.termination == Termination.COMPLETED
@@ -282,6 +284,24 @@ def _resource_limits(result: TrialResult, sandbox: Sandbox) -> None:
             reason = f"{event['limit']} ({event['phase']} phase: {event['detail']})"
             _end(result, Termination.RESOURCE_LIMIT, reason)
             return
+
+
+def non_sampled(result: TrialResult) -> str | None:
+    """Why ``result`` must not be trained, when a trajectory of it would train tokens the
+    backend did not sample (``trained_non_sampled`` of its fidelity): a defect of our token
+    bookkeeping, never the policy's (the trial ends ``internal_error``, infrastructure)."""
+    names = ["main", *(f"sub-agent {i}" for i in range(1, len(result.fidelity)))]
+    bad = [
+        f"{name}: {int(f['trained_non_sampled'])} of {int(f['trained_tokens'])}"
+        for name, f in zip(names, result.fidelity, strict=False)
+        if f.get("trained_non_sampled", 0) > 0
+    ]
+    if not bad:
+        return None
+    return (
+        "token bookkeeping: trained tokens that were not sampled (" + "; ".join(bad) + "); "
+        "the trial is not trained"
+    )
 
 
 def _end(result: TrialResult, termination: Termination, reason: str) -> None:

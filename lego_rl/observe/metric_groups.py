@@ -16,6 +16,7 @@ METRIC_GROUPS: dict[str, dict[str, str]] = {
         "logp_diff_abs": r"logp_diff",
         "routing_agreement": r"routing.*agree|agree.*routing",
         "correction": r"^rollout_(ess|masked_fraction)$|^tis_(capped_fraction|weight_mean)$",
+        "token_boundary": r"^boundary_drift|non_sampled",
     },
     "scheduling": {
         "trainer_wait": r"wait_fraction|busy_fraction|busy_share",

@@ -33,7 +33,7 @@ from lego_rl.observe.codec import (
     unpack,
     unpack_routing,
 )
-from lego_rl.token_ids import TokenIds
+from lego_rl.token_ids import TokenIds, common_prefix
 
 TOKEN_FIELDS = frozenset({"prompt_ids", "completion_ids", "logprobs", "routing", "prompt_routing"})
 """What a call's blob holds; the rest of the record is kept as JSON."""
@@ -69,18 +69,6 @@ def context_of(index: int, prompt: TokenIds, completion: TokenIds,
         if routing is not None and len(prompt_routing) == len(prompt):
             route.extend(routing)
     return Context(index, prompt + completion, route)
-
-
-def common_prefix(a: TokenIds, b: TokenIds) -> int:
-    """How many leading ids ``a`` and ``b`` share (bisection over byte comparisons)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 class Contexts:

@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from lego_rl.data import Termination, attribute
+from lego_rl.data import Attribution, Termination, attribute
 from lego_rl.observe.behaviour import step_behaviour, tool_calls, trial_behaviour
 from lego_rl.observe.metric_groups import metric_keys
 from lego_rl.observe.reader import RunReader, is_run_dir
@@ -151,7 +151,28 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "attribution": attributions(terminations),
         "reward_hacking": reward_hacking(trials, reader.reward_hacking(), _watched(info["spec"])),
         "consistency": consistency(steps),
+        "token_boundary": token_boundary(trials),
         "time_split": split,
+    }
+
+
+def token_boundary(trials: list[dict[str, Any]]) -> dict[str, float]:
+    """Over the training trials: calls whose re-rendered history drifted from what was sampled
+    at a turn boundary (:mod:`lego_rl.proxy.boundary`), the context tokens they did not
+    reproduce, trials refused for training tokens that were not sampled (infrastructure), and
+    the non-sampled tokens of the trials that were trainable (0 by construction)."""
+
+    def total(trial: dict[str, Any], key: str) -> float:
+        return sum((f or {}).get(key, 0.0) for f in trial.get("fidelity") or [])
+
+    kept = [t for t in trials if t.get("attribution") != Attribution.INFRASTRUCTURE.value]
+    return {
+        "drift_calls": sum(total(t, "boundary_drifts") for t in trials),
+        "drift_trials": sum(1 for t in trials if total(t, "boundary_drifts")),
+        "drift_tokens": sum(total(t, "boundary_drift_tokens") for t in trials),
+        "drift_sampled_tokens": sum(total(t, "boundary_drift_sampled") for t in trials),
+        "refused_trials": sum(1 for t in trials if total(t, "trained_non_sampled")),
+        "trained_non_sampled_tokens": sum(total(t, "trained_non_sampled") for t in kept),
     }
 
 
@@ -344,6 +365,15 @@ def markdown(report: dict[str, Any]) -> str:
         if c
     ]
     lines += ["", "Terminations: " + ("; ".join(counts) or "none") + "."]
+    if (b := r.get("token_boundary")) is not None:
+        lines += [
+            "",
+            f"Token boundaries: {fmt(b['trained_non_sampled_tokens'])} trained tokens not sampled; "
+            f"{fmt(b['drift_calls'])} calls in {fmt(b['drift_trials'])} trials re-rendered their "
+            f"history differently at a turn boundary ({fmt(b['drift_tokens'])} context tokens not "
+            f"reproduced, new segments); {fmt(b['refused_trials'])} trials refused for training "
+            "non-sampled tokens.",
+        ]
     if r.get("attribution"):
         lines += ["", *termination_table(r["attribution"], r["terminations"])]
     lines += ["", *hacking_lines(r.get("reward_hacking"))]

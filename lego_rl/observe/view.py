@@ -183,6 +183,8 @@ def _call_summary(record: dict[str, Any]) -> dict[str, Any]:
         "completion_tokens": len(record.get("completion_ids") or []),
         "finish_reason": record.get("finish_reason"),
         "extends_previous": record.get("extends_previous"),
+        "boundary": record.get("boundary"),
+        "boundary_tokens": record.get("boundary_tokens", 0),
         "seconds": (record.get("ended_at") or 0.0) - (record.get("started_at") or 0.0),
         "error": record.get("error"),
         "policy_version": record.get("policy_version"),

@@ -31,6 +31,7 @@ from lego_rl.kinds import (
     StreamingDialect,
 )
 from lego_rl.proxy import errors
+from lego_rl.proxy.boundary import Normaliser, classify
 from lego_rl.proxy.budgets import tentative
 from lego_rl.proxy.errors import BadRequest, ProxyError
 from lego_rl.proxy.incremental import IncrementalRenderer
@@ -203,11 +204,13 @@ class CallHandler:
     eos: list[int] = field(init=False)
     """The tokenizer's eos ids (read once: transformers looks them up by name on each access)."""
     tools: SharedTools = field(default_factory=SharedTools)
+    boundaries: Normaliser = field(init=False)
 
     def __post_init__(self) -> None:
         if self.prefix_cache is None:
             self.prefix_cache = PrefixCache(self.inference.tokenizer)
         self.renderer = IncrementalRenderer(self.inference.tokenizer, self.template)
+        self.boundaries = Normaliser.of(self.inference.tokenizer)
         self.eos = eos_ids(self.inference.tokenizer)
 
     # -------------------------------------------------------------- entry points
@@ -284,7 +287,8 @@ class CallHandler:
                 )
             known = len(session.threads)
             thread = session.thread_for(text, system_prompt(request), request.model)
-            rendered = tokenize_prompt(tokenizer, text, thread.context, self.prefix_cache)
+            previous = thread.context
+            rendered = tokenize_prompt(tokenizer, text, previous, self.prefix_cache)
             room = self.max_context - len(rendered.ids)
             if room < 1:
                 session.context_overflow = True
@@ -312,6 +316,10 @@ class CallHandler:
                 started_at=time.time(),
                 dropped_tools=request.dropped_tools,
             )
+            if previous is not None and not rendered.extends_previous:
+                boundary = classify(self.boundaries, previous, text, rendered.ids)
+                record.boundary = boundary.kind
+                record.boundary_tokens, record.boundary_sampled = boundary.tokens, boundary.sampled
             session.next_index += 1
             session.started += 1
         sampling = effective_sampling(session.sampling, request.sampling, room=room, stop=stop)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lego_rl.data import CLIENT_DISCONNECT, CallRecord, Routing, Segment, Trajectory
+from lego_rl.proxy.boundary import DRIFTS
 
 
 def kept_calls(calls: Sequence[CallRecord]) -> tuple[list[CallRecord], list[int]]:
@@ -97,11 +98,16 @@ def sampled_positions(segment: Segment, calls: dict[int, CallRecord]) -> int:
 def trajectory_metrics(
     trajectory: Trajectory, calls: Sequence[CallRecord], *, malformed: int = 0
 ) -> dict[str, float]:
-    """Health of one trajectory. ``sampled_share`` must be 1.0: every trained token is one the
-    backend sampled, with its log-prob. ``rewrites`` counts calls that started a new segment."""
+    """Health of one trajectory. ``sampled_share`` must be 1.0 and ``trained_non_sampled`` 0:
+    every trained token is one the backend sampled, with its log-prob. ``rewrites`` counts calls
+    that started a new segment; ``boundary_drifts`` those among them whose history was the same
+    conversation re-rendered differently at a turn boundary (:mod:`lego_rl.proxy.boundary`),
+    ``boundary_drift_tokens`` the context tokens those did not reproduce (``..._sampled``: of
+    them, sampled ones)."""
     by_index = {c.index: c for c in calls}
     trained = trajectory.trained_tokens
     sampled = sum(sampled_positions(s, by_index) for s in trajectory.segments)
+    drifts = [c for c in calls if c.boundary in DRIFTS]
     return {
         "subagent": float(trajectory.subagent),
         "segments": float(len(trajectory.segments)),
@@ -109,7 +115,11 @@ def trajectory_metrics(
         "failed_calls": float(sum(1 for c in calls if c.error is not None)),
         "trained_tokens": float(trained),
         "sampled_share": sampled / trained if trained else 1.0,
+        "trained_non_sampled": float(trained - sampled),
         "rewrites": float(max(0, len(trajectory.segments) - 1)),
         "rollbacks": float(len(trajectory.rolled_back)),
         "malformed_tool_calls": float(malformed),
+        "boundary_drifts": float(len(drifts)),
+        "boundary_drift_tokens": float(sum(c.boundary_tokens for c in drifts)),
+        "boundary_drift_sampled": float(sum(c.boundary_sampled for c in drifts)),
     }

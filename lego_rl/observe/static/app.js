@@ -301,9 +301,16 @@
       }
     });
     const segs = detail.segments ? detail.segments.segments : [];
+    const byIndex = new Map(calls.map((c) => [c.index, c]));
+    const why = (s) => {
+      const first = byIndex.get(s.calls[0]);
+      if (!s.rewrite) return "";
+      if (!first || !first.boundary) return " (rewrite)";
+      return ` (${first.boundary}: ${first.boundary_tokens} context tokens not reproduced)`;
+    };
     Charts.strip($("trial-segments"), "segments", segs.map((s) => ({
       name: `segment ${s.index}`, value: s.tokens, mark: s.rewrite, color: s.rewrite ? "#e17055" : "#3867d6",
-      label: `#${s.index}: ${s.tokens} tok, ${s.trained} trained`, tip: `segment ${s.index}: ${s.tokens} tokens, ${s.trained} trained, calls ${s.calls.join(", ")}${s.rewrite ? " (rewrite)" : ""}`,
+      label: `#${s.index}: ${s.tokens} tok, ${s.trained} trained`, tip: `segment ${s.index}: ${s.tokens} tokens, ${s.trained} trained, calls ${s.calls.join(", ")}${why(s)}`,
     })), { emptyText: detail.segments ? "no segments" : "trajectory file not stored", caption: detail.segments && detail.segments.rolled_back.length ? `rolled back calls: ${detail.segments.rolled_back.join(", ")}` : "" });
     const tools = $("trial-tools");
     for (const c of detail.tool_calls) {
