@@ -54,7 +54,8 @@ def errors_of(spec: Spec, tmp_path: Path, **options) -> dict[str, str]:
 
 def test_training_subagents_is_refused_with_the_reason(tmp_path: Path) -> None:
     errors = errors_of(load("claude-code-swe.yaml", "run.subagents=train"), tmp_path)
-    assert "one sequence per trial" in errors["run.subagents"]
+    assert "trains the main agent's trajectory of each trial" in errors["run.subagents"]
+    assert "subagents: drop" in errors["run.subagents"]
 
 
 def test_claude_code_swe_translates_to_a_fully_resolved_verl_config(tmp_path: Path) -> None:

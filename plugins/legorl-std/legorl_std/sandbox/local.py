@@ -133,6 +133,15 @@ CGROUP_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125;
 """sh script: join the cgroups named by the first $1 args, then exec the rest."""
 
 
+PROBE = (
+    "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
+    "--ro-bind-try", "/bin", "/bin", "--unshare-pid", "--unshare-net", "--die-with-parent", "true",
+)  # fmt: skip
+"""bubblewrap's arguments for the preflight's probe: the namespaces a sandbox needs, over the
+system's programs only. Never the whole host (``--ro-bind / /``): its recursive bind races
+every mount that comes and goes meanwhile (a container engine's overlays, another sandbox's
+views) and fails the probe with EINVAL."""
+
 class SandboxError(RuntimeError):
     """The sandbox could not be built or used (infrastructure, not the policy)."""
 
@@ -224,10 +233,7 @@ class LocalSandboxBackend:
         path = shutil.which(self.options.bwrap)
         if path is None:
             return [BWRAP_MISSING]
-        probe = subprocess.run(
-            [path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent", "true"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+        probe = subprocess.run([path, *PROBE], capture_output=True, text=True, timeout=30, check=False)
         if probe.returncode != 0:
             return [
                 Problem(
