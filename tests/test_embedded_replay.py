@@ -82,6 +82,22 @@ def test_replay_off_only_measures_agreement():
         used = seen.pop()
     assert torch.equal(used, native)
     assert replay.counts() == (LAYERS * 6, LAYERS * 12)
+    assert replay.differing_tokens().tolist() == [i % 2 == 0 for i in range(12)]
+
+
+def test_a_token_differing_in_one_layer_counts_once_per_token():
+    model = tiny_moe()
+    native = native_routing(model, IDS)
+    mixed = native.clone()
+    mixed[1, 0] = different_experts(native[1, 0])  # token 1: first layer only
+    mixed[4, LAYERS - 1] = different_experts(native[4, LAYERS - 1])  # token 4: last layer only
+    mixed[7] = different_experts(native[7])  # token 7: every layer
+    table = routing_table(as_rows(mixed, [[True] * 6] * 2), IDS.shape[1], LAYERS, K)
+    with torch.no_grad(), RoutingReplay(model, table, replay=False) as replay:
+        model(input_ids=IDS)
+    assert replay.counts() == (LAYERS * 12 - 2 - LAYERS, LAYERS * 12)
+    assert torch.nonzero(replay.differing_tokens()).flatten().tolist() == [1, 4, 7]
+    assert RoutingReplay(model, table).differing_tokens() is None  # no forward yet
 
 
 def test_replay_keeps_router_gradient_with_renormalised_gate_weights():
@@ -149,4 +165,6 @@ def test_consistency_benchmark_smoke():
 
     figures = main(["--train-steps", "3", "--samples", "2", "--tokens", "8"])
     assert figures["scored_tokens"] == 16 and 0.0 < figures["routing_agreement"] <= 1.0
+    assert len(figures["router_mismatch_per_layer"]) == 6 and figures["threads"] == 1
+    assert 0.0 <= max(figures["router_mismatch_per_layer"]) <= figures["tokens_any_layer_differing"] <= 1.0
     assert figures["k3_replay"] >= 0.0 and -1.0 <= figures["pearson_replay"] <= 1.0

@@ -4,11 +4,11 @@ token the backend did not sample is never trained (the trial is our defect)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
 import pytest
+from harness_traffic import RECORDED, replayed
 from legorl_embedded.tokenizer import load_tokenizer
 
 from lego_rl.data import Attribution, CallRecord, Termination, TrialResult
@@ -16,12 +16,9 @@ from lego_rl.engine.metrics import token_boundary
 from lego_rl.engine.trial import non_sampled
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy.boundary import Normaliser, classify
-from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.proxy.recorder import assemble, trajectory_metrics
 from lego_rl.proxy.render import Context, encode, render_prompt
-from lego_rl.registry import BuildContext, default_registry
 
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "harness-traffic.json").read_text())
 THINKING = "<think>\nThe bug is in calc.py: it subtracts.\n</think>\n\n"
 
 
@@ -86,18 +83,8 @@ def test_real_harness_traffic_that_drops_the_thinking_is_detected_and_trains_onl
     Code, Codex and mini-swe-agent sent them): each call after the first re-renders the history
     differently from what was sampled. Every drift is counted and named, each starts a new
     segment, and every trained token is one the backend sampled."""
-    dialect = default_registry().build("dialect", recorded["dialect"], None, BuildContext())
-    _, path = recorded["route"]
     replies = [THINKING + reply for reply in recorded["replies"]]
-    with scripted_proxy({dialect.name: dialect}, replies, max_context=1 << 17) as (server, session, _):
-        for body in recorded["requests"]:
-            response = httpx.post(
-                session.base_url(server.url) + path,
-                json=body,
-                headers={"authorization": f"Bearer {session.api_key}"},
-                timeout=30,
-            )
-            assert response.status_code == 200, response.text
+    with replayed(recorded, replies) as session:
         calls = session.calls
         assert [c.boundary for c in calls] == [None] + ["thinking"] * (len(calls) - 1)
         # What each later prompt lost is exactly the previous call's whole sampled reply.

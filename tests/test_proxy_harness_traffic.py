@@ -8,35 +8,17 @@ recognised), and the trajectory trains exactly the sampled tokens."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import httpx
 import pytest
-
-from lego_rl.proxy.doubles import scripted_proxy
-from lego_rl.registry import BuildContext, default_registry
-
-RECORDED = json.loads((Path(__file__).parent / "fixtures" / "harness-traffic.json").read_text())
+from harness_traffic import RECORDED, replayed
 
 
 @pytest.mark.parametrize("recorded", RECORDED, ids=[r["harness"] for r in RECORDED])
 def test_recorded_requests_replay_as_one_token_exact_segment(recorded):
-    dialect = default_registry().build("dialect", recorded["dialect"], None, BuildContext())
-    _, path = recorded["route"]
-    replies = recorded["replies"]
-    with scripted_proxy({dialect.name: dialect}, replies, max_context=1 << 17) as (server, session, _):
-        for body in recorded["requests"]:
-            response = httpx.post(
-                session.base_url(server.url) + path,
-                json=body,
-                headers={"authorization": f"Bearer {session.api_key}"},
-                timeout=30,
-            )
-            assert response.status_code == 200, response.text
+    with replayed(recorded) as session:
         calls = session.calls
         assert [c.error for c in calls] == [None] * len(recorded["requests"])
         assert [c.extends_previous for c in calls] == [False] + [True] * (len(calls) - 1)
+        assert [c.boundary for c in calls] == [None] * len(calls)
         (trajectory,) = session.trajectories()
         assert len(trajectory.segments) == 1 and not trajectory.rolled_back
         assert trajectory.trained_tokens == sum(len(c.completion_ids) for c in calls)

@@ -1,16 +1,28 @@
 """``legorl bench consistency``: does routing replay make training score what inference sampled?
 
-1. A tiny Qwen3-MoE over bytes (vocabulary 256) is first trained briefly on Python sources
-   of the standard library, so its routers have learnt something (an untrained router's
-   choices are near ties and the effect is far smaller).
-2. The ``hf`` backend samples completions of source snippets from a bfloat16 copy, recording
-   sampled log-probs and the experts of every prompt and completion token.
-3. The trainer's own scoring path (fp32, :class:`~legorl_embedded.trainer.Scoring`) scores the
-   same tokens with routing replay off and on; :class:`~legorl_embedded.consistency.Consistency`
-   compares each with the sampled log-probs.
+The mismatch it measures is the one MoE RL meets on real stacks: inference and training
+disagree on some router decisions, and every disagreement changes a token's log-prob.
 
-Targets: ``pearson_replay >= 0.9993`` and ``k3_reduction >= 3``. Options: ``--train-steps N``
-``--samples N`` ``--tokens N`` ``--threads N`` ``--seed N``.
+1. A Qwen3-MoE over bytes (vocabulary 256; 6 layers, 64 experts, top-8: large enough for
+   near-tied router scores, still CPU-sized) is first trained on Python sources of the standard
+   library, so its routers and experts have learnt something.
+2. Inference samples the way inference does: a bfloat16 copy with its own experts kernel
+   (``batched_mm``) and attention (``sdpa``), KV cache, every completion decoded in one batch
+   by the ``hf`` backend's batcher (requests admitted in a fixed order, so the run is
+   deterministic), recording sampled log-probs and the experts of every prompt and completion
+   token.
+3. Training scores the way training does: the trainer's own scoring path
+   (:class:`~legorl_embedded.trainer.Scoring`) in fp32 with the eager experts and attention,
+   full sequences, micro-batches of another composition, routing replay off and then on;
+   :class:`~legorl_embedded.consistency.Consistency` compares each with the sampled log-probs.
+
+Reported for both: router-decision mismatch rate per layer, share of tokens with any layer
+differing, probability Pearson, k3 KL (also over the scored tokens whose routing differed in
+a layer, where replay acts), max |Δ log p|, share of ratios outside [0.8, 1.25].
+Targets (:data:`TARGETS`): replay off mismatches as much as the field's starting point
+(``pearson_off <= 0.998``), replay on reaches ``pearson_replay >= 0.9993`` and cuts k3 KL at
+least 3x. Options: ``--train-steps N`` ``--samples N`` ``--tokens N`` ``--threads N``
+``--seed N``.
 """
 
 from __future__ import annotations
@@ -19,13 +31,14 @@ import argparse
 import copy
 import os
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from lego_rl.data import Sampling, Segment, Trajectory, TrialResult
+from lego_rl.data import Generation, Sampling, Segment, Trajectory, TrialResult
 from legorl_embedded.adamw import adamw
 from legorl_embedded.batch import build_rows
 from legorl_embedded.consistency import Consistency
@@ -39,18 +52,30 @@ CONFIG: dict[str, Any] = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "moe_intermediate_size": 64,
-    "num_hidden_layers": 2,
+    "num_hidden_layers": 6,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
-    "num_experts": 8,
-    "num_experts_per_tok": 2,
-    "norm_topk_prob": True,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": False,
     "max_position_embeddings": 512,
-    "experts_implementation": "eager",
 }
+"""64 experts, top-8, gate weights not renormalised over the top-k (OLMoE-style): its routers
+keep many near ties after training, as large MoEs do (measured: 3-10 % of router decisions per
+layer differ between inference and training, a third of the tokens in some layer)."""
+TRAINING_KERNELS = {"experts": "eager", "attention": "eager"}
+INFERENCE_KERNELS = {"experts": "batched_mm", "attention": "sdpa"}
 EOS = 0  # a NUL byte: never in the text, so sampling runs to max_tokens
-TARGETS = {"pearson_replay": 0.9993, "k3_reduction": 3.0}
+TARGETS = {"pearson_off_max": 0.998, "pearson_replay": 0.9993, "k3_reduction": 3.0}
+
+
+def with_kernels(model: Any, kernels: dict[str, str]) -> Any:
+    """``model`` set to run its experts and attention with ``kernels`` (transformers' own
+    implementation switches)."""
+    model.set_experts_implementation(kernels["experts"])
+    model.set_attn_implementation(kernels["attention"])
+    return model
 
 
 def corpus(limit: int = 2_000_000) -> bytes:
@@ -81,13 +106,30 @@ def train(model: Any, text: bytes, steps: int, rng: random.Random) -> float:
 
 
 def sample(backend: HFInference, text: bytes, n: int, tokens: int, rng: random.Random) -> list[Segment]:
-    """``n`` sampled completions of 48-byte snippets, as recorded segments."""
-    segments = []
-    for i in range(n):
+    """``n`` sampled completions of 48-byte snippets, decoded in one batch, as recorded
+    segments. Requests are submitted while the batcher is paused, one after the other, so the
+    batch's composition and order (and with them every number) are the same on every run."""
+    prompts = []
+    for _ in range(n):
         start = rng.randrange(len(text) - 49)
-        prompt = list(text[start : start + 48])
-        gen = backend.generate(prompt, Sampling(max_tokens=tokens, seed=i))
-        assert gen.routing is not None and gen.prompt_routing is not None
+        prompts.append(list(text[start : start + 48]))
+    generations: list[Generation | None] = [None] * n
+
+    def run(i: int) -> None:
+        generations[i] = backend.generate(prompts[i], Sampling(max_tokens=tokens, seed=i))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    batcher = backend.batcher
+    with batcher.paused():
+        for i, thread in enumerate(threads):
+            thread.start()
+            while batcher.waiting <= i:
+                time.sleep(0.001)
+    for thread in threads:
+        thread.join()
+    segments = []
+    for prompt, gen in zip(prompts, generations, strict=True):
+        assert gen is not None and gen.routing is not None and gen.prompt_routing is not None
         segments.append(
             Segment(
                 ids=prompt + gen.completion_ids,
@@ -99,8 +141,10 @@ def sample(backend: HFInference, text: bytes, n: int, tokens: int, rng: random.R
     return segments
 
 
-def score(model: Any, segments: list[Segment], replay: bool) -> dict[str, float]:
-    """The trainer's fp32 scoring of the sampled tokens, compared with the sampled log-probs."""
+def score(model: Any, segments: list[Segment], replay: bool, rows_per_batch: int = 3) -> dict[str, Any]:
+    """The trainer's fp32 scoring of the sampled tokens (micro-batches of ``rows_per_batch``
+    sequences: not the batch inference decoded), compared with the sampled log-probs; with the
+    router decisions that differed from the recorded ones, per layer and per token."""
     routers = find_routers(model)
     scoring = Scoring(
         temperature=1.0,
@@ -115,20 +159,35 @@ def score(model: Any, segments: list[Segment], replay: bool) -> dict[str, float]
         for i, s in enumerate(segments)
     ]
     rows = build_rows([trials], [[0.0] * len(trials)])
-    stats = Consistency()
+    stats, flipped = Consistency(), Consistency()
+    layers = [[0, 0] for _ in routers]
+    differing = recorded = 0
     with torch.no_grad():
-        for micro in rows.micro_batches(4096):
+        for micro in rows.micro_batches(rows_per_batch * max(len(s) for s in segments)):
             with scoring.routing(model, micro) as routing:
                 logp = scoring.logprobs(model, micro.ids, micro.attention_mask, micro.mask)
             stats.add(logp, micro.logprobs, micro.mask)
-            recorded = routing.table.recorded if routing.table is not None else 0
-            stats.add_routing(*routing.counts(), recorded, int(micro.attention_mask.sum()))
-    return stats.metrics()
+            known = routing.table.recorded if routing.table is not None else 0
+            stats.add_routing(*routing.counts(), known, int(micro.attention_mask.sum()))
+            for (_, layer), (agreeing, compared) in routing.agreement.items():
+                layers[layer][0] += compared - agreeing
+                layers[layer][1] += compared
+            if (tokens := routing.differing_tokens()) is not None:
+                differing += int(tokens.sum())
+                flipped.add(logp, micro.logprobs, micro.mask * tokens.view_as(micro.mask))
+            recorded += known
+    return {
+        **stats.metrics(),
+        "k3_kl_flipped": flipped.metrics()["k3_kl"],
+        "flipped_scored": flipped.n,
+        "mismatch_per_layer": [wrong / max(n, 1) for wrong, n in layers],
+        "tokens_any_layer_differing": differing / max(recorded, 1),
+    }
 
 
 def main(args: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="legorl bench consistency")
-    parser.add_argument("--train-steps", type=int, default=300)
+    parser.add_argument("--train-steps", type=int, default=400)
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
@@ -142,40 +201,52 @@ def main(args: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
     text = corpus()
     model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**CONFIG)).float()
+    with_kernels(model, TRAINING_KERNELS)
     train_loss = train(model, text, opts.train_steps, rng)
     trained = time.perf_counter()
     backend = HFInference.from_model(
-        copy.deepcopy(model),
+        with_kernels(copy.deepcopy(model), INFERENCE_KERNELS),
         eos=EOS,
         max_context=CONFIG["max_position_embeddings"],
         options=HFInferenceOptions(dtype="bfloat16", device="cpu"),
         seed=opts.seed,
+        max_batch=opts.samples,
     )
     segments = sample(backend, text, opts.samples, opts.tokens, rng)
     sampled = time.perf_counter()
     off, on = score(model, segments, replay=False), score(model, segments, replay=True)
     k3_reduction = off["k3_kl"] / max(on["k3_kl"], 1e-12)
-    figures = {
+    figures: dict[str, Any] = {
         "pearson_off": off["prob_pearson"],
         "pearson_replay": on["prob_pearson"],
         "k3_off": off["k3_kl"],
         "k3_replay": on["k3_kl"],
         "k3_reduction": k3_reduction,
         "routing_agreement": off["routing_agreement"],
+        "router_mismatch_per_layer": off["mismatch_per_layer"],
+        "tokens_any_layer_differing": off["tokens_any_layer_differing"],
+        "k3_flipped_off": off["k3_kl_flipped"],
+        "k3_flipped_replay": on["k3_kl_flipped"],
+        "scored_flipped": int(off["flipped_scored"]),
         "logp_diff_max_off": off["logp_diff_max"],
         "logp_diff_max_replay": on["logp_diff_max"],
         "ratio_outside_off": off["ratio_outside"],
         "ratio_outside_replay": on["ratio_outside"],
         "train_loss": train_loss,
         "scored_tokens": sum(s.trained_tokens for s in segments),
+        "threads": torch.get_num_threads(),
+        "seed": opts.seed,
         "train_seconds": trained - started,
         "sample_seconds": sampled - trained,
         "seconds": time.perf_counter() - started,
     }
     figures["targets_met"] = (
-        figures["pearson_replay"] >= TARGETS["pearson_replay"]
+        figures["pearson_off"] <= TARGETS["pearson_off_max"]
+        and figures["pearson_replay"] >= TARGETS["pearson_replay"]
         and k3_reduction >= TARGETS["k3_reduction"]
     )
     for key, value in figures.items():
-        print(f"{key:>22}: {value:.6g}" if isinstance(value, float) else f"{key:>22}: {value}")
+        if isinstance(value, list):
+            value = " ".join(f"{v:.4g}" for v in value)
+        print(f"{key:>26}: {value:.6g}" if isinstance(value, float) else f"{key:>26}: {value}")
     return figures

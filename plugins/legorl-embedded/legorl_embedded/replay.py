@@ -99,6 +99,8 @@ class RoutingReplay:
         self.table = table
         self.replay = replay
         self.agreement: dict[tuple[str, int], tuple[int, int]] = {}
+        self.differs: dict[tuple[str, int], Tensor] = {}
+        """Per (pass, layer): ``(tokens,)`` bool, recorded tokens the router chose otherwise."""
         self.full = table
         self._pass = "full"
         self._hooks = ExitStack()
@@ -133,6 +135,12 @@ class RoutingReplay:
             sum(n for _, n in self.agreement.values()),
         )
 
+    def differing_tokens(self, name: str = "full") -> Tensor | None:
+        """``(tokens,)`` bool: recorded tokens of pass ``name`` whose router chose other
+        experts in at least one layer (None before a forward)."""
+        masks = [m for (p, _), m in self.differs.items() if p == name]
+        return torch.stack(masks).any(0) if masks else None
+
     def _hook(self, layer: int):  # noqa: ANN202 - torch hook signature
         def hook(module: nn.Module, _inputs: Any, outputs: tuple[Tensor, Tensor, Tensor]) -> Any:
             logits, scores, indices = outputs
@@ -148,6 +156,7 @@ class RoutingReplay:
             same = (indices.sort(-1).values == forced.sort(-1).values).all(-1) & known
             # overwritten, not accumulated: a checkpointing recompute must not count twice
             self.agreement[(self._pass, layer)] = (int(same.sum().item()), int(known.sum().item()))
+            self.differs[(self._pass, layer)] = (known & ~same).cpu()
             if not self.replay or not bool(known.any()):
                 return None
             probs = torch.softmax(logits.float(), dim=-1).gather(-1, forced)
