@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from legorl_std.sandbox import image_needs
 from legorl_std.sandbox.dockerfile import own_paths, parse
 
 from lego_rl.kinds import Task
@@ -52,7 +53,6 @@ CHECK = (
 """The first step of the trial layer, exec form (no shell needed): what the sandbox itself runs
 in every container (python3: its init and command wrapper; bash) is in the image."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_NO_PYTHON = re.compile(r'exec: "?python3"?: executable file not found|python3: no such file', re.IGNORECASE)
 _VAR = re.compile(r"\$\{?(\w+)\}?")
 
 
@@ -250,7 +250,7 @@ class TaskImages:
         if code != 0:
             lines = log.read_text(errors="replace").splitlines()
             if (lacking := _lacking(lines)) is not None:
-                raise ImageBuildError(f"the image of task {task.name} ({context}/Dockerfile) lacks what the docker sandbox runs inside: {lacking}")
+                raise ImageBuildError(image_needs.message("docker", f"{task.name} ({context}/Dockerfile)", lacking))
             tail = "\n".join(lines[-BUILD_TAIL:])
             what = f"ran past {self.timeout:g} s" if code is None else f"exit {code}"
             raise ImageBuildError(
@@ -278,6 +278,4 @@ def _lacking(log: list[str]) -> str | None:
     for line in log:
         if NEEDS in line:  # the daemon colours a step's stderr
             return _ANSI.sub("", line.split(NEEDS, 1)[1]).strip()
-        if _NO_PYTHON.search(line):
-            return "python3 on PATH (the sandbox's init and command wrapper are Python scripts run by the image's python3)"
-    return None
+    return image_needs.lacking("\n".join(log))

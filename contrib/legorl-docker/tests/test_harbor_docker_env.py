@@ -21,7 +21,7 @@ from legorl_std.dialects.openai_chat import OpenAIChatDialect
 from legorl_std.harness.scripted import ScriptedHarness
 from test_docker_native_harnesses import native_trial
 
-from lego_rl.data import Sampling, Termination, TrialResult
+from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import Task, first_fatal
 from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
@@ -40,15 +40,27 @@ def env(tmp_path: Path, docker_host: str, monkeypatch: pytest.MonkeyPatch) -> Co
     return ContractEnv(tmp_path, default_registry())
 
 
-def harbor_task(env: ContractEnv, tmp_path: Path) -> Task:
-    """The kit's fix-add task built on the offline base image (Harbor replaces no FROM)."""
-    task_dir = tmp_path / "fix-add"
+BASE = "FROM legorl/base:bookworm\nWORKDIR /app\nCOPY app/ /app/\n"
+NO_SHELL = """FROM legorl/base:bookworm
+RUN ["python3", "-c", "import os; [os.remove(p) for p in ('/usr/bin/bash', '/bin/bash', '/usr/bin/sh', '/bin/sh') if os.path.lexists(p)]"]
+WORKDIR /app
+COPY app/ /app/
+"""
+NO_PYTHON = "FROM scratch\nWORKDIR /app\nCOPY app/ /app/\n"
+
+
+def harbor_task(env: ContractEnv, tmp_path: Path, dockerfile: str = BASE, name: str = "fix-add") -> Task:
+    """The kit's fix-add task built on the offline base image (Harbor replaces no FROM); its
+    image is named after ``name``."""
+    task_dir = tmp_path / name
     subprocess.run(["cp", "-r", str(env.task("fix-add").path), str(task_dir)], check=True)
-    (task_dir / "environment" / "Dockerfile").write_text("FROM legorl/base:bookworm\nWORKDIR /app\nCOPY app/ /app/\n")
-    return env.task("fix-add").model_copy(update={"path": task_dir})
+    (task_dir / "environment" / "Dockerfile").write_text(dockerfile)
+    return env.task("fix-add").model_copy(update={"name": name, "path": task_dir})
 
 
-def trial(env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: str) -> TrialResult:
+def trial(
+    env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: str, task: Task | None = None
+) -> TrialResult:
     ctx = env.build_context()
     options = {"environment": {"type": "docker"}}
     backend = env.registry.build("sandbox", "harbor", options, ctx)
@@ -64,7 +76,7 @@ def trial(env: ContractEnv, tmp_path: Path, harness: ScriptedHarness, trial_id: 
     )  # fmt: skip
     proxy.start()
     try:
-        return TrialRunner(setup).run(harbor_task(env, tmp_path), trial_id)
+        return TrialRunner(setup).run(task or harbor_task(env, tmp_path), trial_id)
     finally:
         proxy.stop()
 
@@ -89,17 +101,32 @@ def test_harbor_docker_environment_with_no_network(
     assert result.verifier["pristine"] is True, "verified in a fresh container of the task's image"
     assert result.verifier["crossing"]["crossed"] == (1 if solve else 0), result.verifier["crossing"]
     assert docker.text("network", "ls", "--format", "{{.Name}} {{.Driver}}") == networks, "Compose made a network"
-    assert (
-        docker.text(
-            "ps",
-            "-a",
-            "--filter",
-            f"label=com.docker.compose.project=harbor-docker-{int(reward)}",
-            "--format",
-            "{{.Names}}",
-        )
-        == ""
+    assert left(docker, f"harbor-docker-{int(reward)}") == ""
+
+
+@pytest.mark.parametrize(
+    ("lacks", "dockerfile", "named"),
+    [("python3", NO_PYTHON, "python3 on PATH"), ("shell", NO_SHELL, "bash on PATH in the task image")],
+)
+def test_an_image_lacking_what_the_sandbox_runs_inside_is_named(
+    env: ContractEnv, tmp_path: Path, docker_host: str, lacks: str, dockerfile: str, named: str
+) -> None:
+    """The container's init needs the image's python3 and every command runs as bash -c: an
+    image without them ends the trial sandbox_error (infrastructure) naming what to add, not
+    the engine's error, and leaves no container behind."""
+    trial_id, name = f"harbor-no-{lacks}", f"fix-add-no-{lacks}"
+    result = trial(env, tmp_path, ScriptedHarness(["true"]), trial_id, harbor_task(env, tmp_path, dockerfile, name))
+    assert (result.termination, result.attribution) == (Termination.SANDBOX_ERROR, Attribution.INFRASTRUCTURE)
+    assert f"the image of task {name} lacks what the harbor sandbox runs inside: {named}" in result.reason, (
+        result.reason
     )
+    assert result.calls == 0
+    assert left(Docker(docker_host), trial_id) == ""
+
+
+def left(docker: Docker, project: str) -> str:
+    """The containers of a trial's Compose project still there."""
+    return docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project={project}", "--format", "{{.Names}}")
 
 
 @pytest.mark.parametrize("name", ["claude-code", "codex", "mini-swe-agent"])
@@ -120,7 +147,4 @@ def test_a_harness_in_harbors_container_reaches_the_proxy_through_its_socket(
     )
     assert result.calls == len(calls) >= len(CONFORMANCE_COMMANDS) + 1
     assert not (backend.started[0]._proxy_dir / "proxy.sock").exists(), "the trial's socket outlived it"
-    assert (
-        docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project={trial_id}", "--format", "{{.Names}}")
-        == ""
-    )
+    assert left(docker, trial_id) == ""

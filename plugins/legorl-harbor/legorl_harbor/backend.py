@@ -63,6 +63,7 @@ class HarborSandboxBackend:
                 self.options,
                 paths.trial_dir,
                 own_paths(dockerfile.read_text()) if dockerfile.is_file() else (),
+                task=task.name,
                 caps={
                     "memory_mb": config.override_memory_mb or declared.memory_mb,
                     "storage_mb": config.override_storage_mb or declared.storage_mb,
@@ -100,8 +101,8 @@ class HarborSandboxBackend:
             task_env_config=task_environment,
             **extra,
         )
-        self._loop.run(environment.start(force_build=config.force_build))
         try:
+            self._loop.run(environment.start(force_build=config.force_build))
             where = self._loop.run(environment.exec("pwd", timeout_sec=60))
             workdir = (where.stdout or "").strip().splitlines()[-1:] if where.return_code == 0 else []
             if not workdir or not workdir[0].startswith("/"):

@@ -42,6 +42,7 @@ from typing import Any
 
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import ServiceVolumeConfig
+from legorl_std.sandbox import image_needs
 from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, DISK_FULL, MB, Limits
 from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import CONTAINER_INIT, SocketRelay, unix_request
@@ -133,16 +134,20 @@ class ContainerHarborSandbox(HarborSandbox):
         trial_dir: Path,
         own: Sequence[str] = (),
         caps: Mapping[str, float | None] | None = None,
+        task: str = "",
     ):
         """``caps``: the values of the limits the container runs under (``memory_mb``,
-        ``storage_mb``; ``nproc`` and the rlimits come from the options)."""
+        ``storage_mb``; ``nproc`` and the rlimits come from the options); ``task``: its name,
+        for errors."""
+        self._task = task
         self._open = open_environment
         self._loop = loop
         self._options = options
         self._stopped = False
         self._lock = threading.Lock()
         self._mounts: list[ServiceVolumeConfig] = []
-        self._failed: BaseException | None = None
+        self._failed: str | None = None
+        """Why the environment did not start (every later use fails with it)."""
         self._environment: BaseEnvironment | None = None
         self._workdir = ""
         self._phase = ""
@@ -214,7 +219,7 @@ class ContainerHarborSandbox(HarborSandbox):
             if self._stopped:
                 raise HarborSandboxError("the trial's environment was stopped")
             if self._failed is not None:
-                raise SandboxFailure(f"the trial's environment did not start: {self._failed}")
+                raise SandboxFailure(self._failed)
             if self._environment is None:
                 try:
                     self._environment, self._workdir = self._open(
@@ -224,8 +229,13 @@ class ContainerHarborSandbox(HarborSandbox):
                     if not self._phase:
                         self._initial = self._outside_files(self._environment)
                 except Exception as exc:
-                    self._failed = exc
-                    raise SandboxFailure(f"the trial's environment did not start: {type(exc).__name__}: {exc}") from exc
+                    what = image_needs.lacking(str(exc))
+                    self._failed = (
+                        image_needs.message("harbor", self._task, what)
+                        if what is not None
+                        else f"the trial's environment did not start: {type(exc).__name__}: {exc}"
+                    )
+                    raise SandboxFailure(self._failed) from exc
             return self._environment
 
     def begin_agent(self) -> None:
