@@ -131,8 +131,8 @@ else
     if "$PY" - "$GPU_CHECK_SPEC" "$MODEL" "${MODEL_ARGS[@]}" <<'EOF'
 import sys
 from lego_rl.spec.load import load_spec
-from legorl_embedded.model import build_from_config, save_checkpoint
-from legorl_embedded.tokenizer import load_tokenizer
+from legorl_embedded.policy.model import build_from_config, save_checkpoint
+from legorl_embedded.policy.tokenizer import load_tokenizer
 
 model = load_spec(sys.argv[1], sys.argv[3:]).model  # what both steps' specs say the model is
 tokenizer = load_tokenizer(model.tokenizer, model.chat_template)

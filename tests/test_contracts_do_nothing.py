@@ -163,7 +163,7 @@ def test_an_observer_that_claims_to_serve_must_serve(env):
 
 @pytest.fixture(scope="module")
 def tiny() -> Any:
-    from legorl_embedded.inference import HFInference
+    from legorl_embedded.inference.hf import HFInference
     from legorl_embedded.options import HFInferenceOptions
 
     from lego_rl.spec.models import ModelSpec

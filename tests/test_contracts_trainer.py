@@ -29,7 +29,7 @@ def breach(contract_id: str, trainer: Any, env: ContractEnv) -> str:
 
 def embedded(env: ContractEnv, kind: type | None = None) -> Any:
     """The embedded trainer built as the conformance test builds it (or as ``kind``, a subclass)."""
-    from legorl_embedded.trainer import EmbeddedTrainer
+    from legorl_embedded.training.trainer import EmbeddedTrainer
 
     info = env.registry.get("trainer", "embedded")
     return (kind or EmbeddedTrainer)(info.options.model_validate({}), env.build_context())
@@ -89,7 +89,7 @@ class Noisy(Steps):
 
 
 def climbing(env: ContractEnv) -> Any:
-    from legorl_embedded.trainer import EmbeddedTrainer
+    from legorl_embedded.training.trainer import EmbeddedTrainer
 
     class Climbs(EmbeddedTrainer):
         """Steps along the loss's gradient instead of against it (a sign slip)."""
@@ -105,7 +105,7 @@ def climbing(env: ContractEnv) -> Any:
 
 
 def forgetful(env: ContractEnv) -> Any:
-    from legorl_embedded.trainer import EmbeddedTrainer
+    from legorl_embedded.training.trainer import EmbeddedTrainer
 
     class ForgetsOptimizer(EmbeddedTrainer):
         """Resumes the weights but not AdamW's moments."""

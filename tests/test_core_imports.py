@@ -44,10 +44,10 @@ def test_no_core_module_imports_a_plugin():
 
 def test_the_check_sees_every_form_of_import():
     source = (
-        "import legorl_std\nfrom legorl_embedded.tokenizer import load_tokenizer\n"
+        "import legorl_std\nfrom legorl_embedded.policy.tokenizer import load_tokenizer\n"
         "import importlib\nimportlib.import_module('legorl_std.redteam')\n__import__('legorl_x')\n"
         "from lego_rl import hookimpl\nimport json\n"
     )
     assert [m for _, m in plugin_imports(ast.parse(source))] == [
-        "legorl_std", "legorl_embedded.tokenizer", "legorl_std.redteam", "legorl_x",
+        "legorl_std", "legorl_embedded.policy.tokenizer", "legorl_std.redteam", "legorl_x",
     ]  # fmt: skip

@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 import transformers
-from legorl_embedded.inference import HFInference, HFInferenceOptions
+from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
 
 from lego_rl.data import ABORTED, Generation, Sampling
 from lego_rl.kinds import AbortsGenerations

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from legorl_embedded import batcher as batcher_module
-from legorl_embedded.inference import HFInference, HFInferenceOptions
-from legorl_embedded.routing import find_routers
-from legorl_embedded.sampling import draw, draw_rows, sampling_logprobs
+from legorl_embedded.inference import batcher as batcher_module
+from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
+from legorl_embedded.inference.sampling import draw, draw_rows, sampling_logprobs
+from legorl_embedded.policy.routing import find_routers
 
 from lego_rl.data import Generation, Sampling
 
@@ -289,7 +289,7 @@ def test_draw_rows_equals_drawing_each_row_alone():
 
 @pytest.mark.slow
 def test_inference_benchmark_smoke(capsys):
-    from legorl_embedded.bench_inference import main
+    from legorl_embedded.inference.bench import main
 
     spec = Path(__file__).parents[1] / "specs" / "mini-swe-agent-local.yaml"
     args = ["--spec", str(spec), "--concurrency", "1,2", "--rounds", "1", "--tokens", "3"]

@@ -1,4 +1,4 @@
-"""Rollout correction (legorl_embedded.correction): each method changes the gradient as its
+"""Rollout correction (legorl_embedded.objectives.correction): each method changes the gradient as its
 definition says, on a constructed batch whose trainer/inference log-ratios are known."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from legorl_embedded.batch import PolicyBatch  # noqa: E402
-from legorl_embedded.correction import correct  # noqa: E402
-from legorl_embedded.correction_options import RolloutCorrection  # noqa: E402
-from legorl_embedded.grpo import GRPO  # noqa: E402
+from legorl_embedded.objectives.batch import PolicyBatch  # noqa: E402
+from legorl_embedded.objectives.correction import correct  # noqa: E402
+from legorl_embedded.objectives.correction_options import RolloutCorrection  # noqa: E402
+from legorl_embedded.objectives.grpo import GRPO  # noqa: E402
 from legorl_embedded.options import GRPOOptions, PPOOptions  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from legorl_embedded import plugin  # noqa: E402
-from legorl_embedded.batch import PolicyBatch, build_rows  # noqa: E402
-from legorl_embedded.grpo import GRPO, GRPOOptions  # noqa: E402
-from legorl_embedded.logprobs import _HeadLogprobs, token_logprobs  # noqa: E402
+from legorl_embedded.objectives.batch import PolicyBatch, build_rows  # noqa: E402
+from legorl_embedded.objectives.grpo import GRPO, GRPOOptions  # noqa: E402
+from legorl_embedded.policy.logprobs import _HeadLogprobs, token_logprobs  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from lego_rl.data import Segment, Trajectory, TrialResult  # noqa: E402

@@ -6,14 +6,14 @@ import threading
 
 import pytest
 import torch
-from legorl_embedded.inference import (
+from legorl_embedded.inference.hf import (
     HFInference,
     HFInferenceOptions,
     factory,
     sampling_logprobs,
 )
-from legorl_embedded.model import build_model, save_checkpoint
-from legorl_embedded.routing import find_routers
+from legorl_embedded.policy.model import build_model, save_checkpoint
+from legorl_embedded.policy.routing import find_routers
 
 from lego_rl.data import Sampling
 from lego_rl.registry import BuildContext

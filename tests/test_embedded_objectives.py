@@ -9,12 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from legorl_embedded import plugin  # noqa: E402
-from legorl_embedded.batch import PolicyBatch  # noqa: E402
-from legorl_embedded.consistency import Consistency  # noqa: E402
-from legorl_embedded.grpo import GRPO  # noqa: E402
-from legorl_embedded.gspo import GSPO  # noqa: E402
+from legorl_embedded.objectives.batch import PolicyBatch  # noqa: E402
+from legorl_embedded.objectives.consistency import Consistency  # noqa: E402
+from legorl_embedded.objectives.grpo import GRPO  # noqa: E402
+from legorl_embedded.objectives.gspo import GSPO  # noqa: E402
+from legorl_embedded.objectives.ppo import PPO  # noqa: E402
 from legorl_embedded.options import GRPOOptions, GSPOOptions, PPOOptions  # noqa: E402
-from legorl_embedded.ppo import PPO  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from lego_rl.data import TrialResult  # noqa: E402

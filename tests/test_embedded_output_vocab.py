@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
-from legorl_embedded.inference import HFInference, HFInferenceOptions
-from legorl_embedded.logprobs import token_logprobs
-from legorl_embedded.output_vocab import OutputVocab
-from legorl_embedded.supervise import cover_replies
+from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
+from legorl_embedded.policy.logprobs import token_logprobs
+from legorl_embedded.policy.output_vocab import OutputVocab
+from legorl_embedded.training.supervise import cover_replies
 
 from lego_rl.data import Sampling
 

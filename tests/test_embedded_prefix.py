@@ -7,10 +7,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from legorl_embedded.logprobs import token_logprobs  # noqa: E402
-from legorl_embedded.prefix import shared_prefix_length  # noqa: E402
-from legorl_embedded.replay import RoutingReplay, routing_table  # noqa: E402
-from legorl_embedded.routing import RoutingRecorder  # noqa: E402
+from legorl_embedded.policy.logprobs import token_logprobs  # noqa: E402
+from legorl_embedded.policy.prefix import shared_prefix_length  # noqa: E402
+from legorl_embedded.policy.replay import RoutingReplay, routing_table  # noqa: E402
+from legorl_embedded.policy.routing import RoutingRecorder  # noqa: E402
 from test_embedded_replay import EXPERTS, LAYERS, K, one_thread, tiny_moe  # noqa: E402, F401 (autouse fixture)
 
 PREFIX, WIDTH = 40, 52

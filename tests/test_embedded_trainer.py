@@ -11,9 +11,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from legorl_embedded import plugin  # noqa: E402
-from legorl_embedded.grpo import GRPO, GRPOOptions  # noqa: E402
-from legorl_embedded.model import build_model  # noqa: E402
-from legorl_embedded.trainer import EmbeddedTrainer, EmbeddedTrainerOptions  # noqa: E402
+from legorl_embedded.objectives.grpo import GRPO, GRPOOptions  # noqa: E402
+from legorl_embedded.policy.model import build_model  # noqa: E402
+from legorl_embedded.training.trainer import EmbeddedTrainer, EmbeddedTrainerOptions  # noqa: E402
 
 from lego_rl.data import Attribution, Segment, Termination, Trajectory, TrialResult  # noqa: E402
 from lego_rl.kinds import Event, RunContext  # noqa: E402
@@ -243,7 +243,7 @@ def test_kl_penalty_is_measured_against_the_frozen_initial_policy(tmp_path):
 
 def with_routing(inference: FakeInference, rollout, shift: int = 0):
     """The rollout's segments with the routing of the inference copy (experts + shift)."""
-    from legorl_embedded.routing import RoutingRecorder
+    from legorl_embedded.policy.routing import RoutingRecorder
 
     def routed(step: int) -> list[list[TrialResult]]:
         groups = rollout(step)
@@ -349,7 +349,7 @@ def test_run_with_hf_inference_and_qwen3_vocabulary_scores_what_was_sampled(tmp_
     """The real inference plugin samples, the trainer scores the same tokens (151k vocab)."""
     import time
 
-    from legorl_embedded.inference import HFInference
+    from legorl_embedded.inference.hf import HFInference
 
     from lego_rl.data import Sampling
 

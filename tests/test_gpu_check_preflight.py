@@ -64,8 +64,8 @@ def expected_vllm_fatal() -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def step(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """step(NAME) -> (spec path, the array NAME), on a tiny checkpoint saved as the script saves it."""
-    from legorl_embedded.model import build_from_config, save_checkpoint
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.model import build_from_config, save_checkpoint
+    from legorl_embedded.policy.tokenizer import load_tokenizer
 
     out = tmp_path_factory.mktemp("gpu-check")
     model_dir = out / "tiny-qwen3-moe"

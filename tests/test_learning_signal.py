@@ -75,7 +75,7 @@ def run_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def trained_logprob(checkpoint: Path, trajectory: Trajectory) -> float:
     """Sum of the checkpoint's log-probs (temperature 1) of the trajectory's trained tokens."""
-    from legorl_embedded.logprobs import token_logprobs
+    from legorl_embedded.policy.logprobs import token_logprobs
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32, local_files_only=True).eval()

@@ -17,7 +17,7 @@ from lego_rl.proxy.native_templates import (
 )
 from lego_rl.proxy.render import apply_template, template_message
 
-qwen3 = pytest.importorskip("legorl_embedded.chat_template")
+qwen3 = pytest.importorskip("legorl_embedded.policy.chat_template")
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 
 TEXTS = ["", "plain", "  padded \n", "\n\nlead", "trail\n\n", "ü 中文 \"q\" {x}", "<think>a</think>b"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from harness_traffic import RECORDED, replayed
-from legorl_embedded.tokenizer import load_tokenizer
+from legorl_embedded.policy.tokenizer import load_tokenizer
 
 from lego_rl.data import Attribution, CallRecord, Termination, TrialResult
 from lego_rl.engine.metrics import token_boundary

@@ -273,7 +273,7 @@ def test_a_long_generation_does_not_block_other_sessions(make_proxy, tokenizer):
 @pytest.mark.slow
 def test_real_qwen3_template_keeps_turns_token_exact():
     """With the Qwen3 vocabulary (real BPE merges) and our qwen3 template, turn 2 extends turn 1."""
-    embedded = pytest.importorskip("legorl_embedded.tokenizer")
+    embedded = pytest.importorskip("legorl_embedded.policy.tokenizer")
     from lego_rl.proxy.pipeline import CallHandler
 
     tokenizer = embedded.load_tokenizer("qwen3")

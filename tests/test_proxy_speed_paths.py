@@ -34,7 +34,7 @@ def first_turn(task: str) -> str:
 
 @pytest.fixture(scope="module")
 def qwen3():
-    embedded = pytest.importorskip("legorl_embedded.tokenizer")
+    embedded = pytest.importorskip("legorl_embedded.policy.tokenizer")
     return embedded.load_tokenizer("qwen3")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from legorl_swe_bench.instances import InstanceError
-from legorl_swe_bench.pypi_bugs import PypiBugsOptions, build, bug_dirs, read_bug
+from legorl_swe_bench.pypi_bugs import PypiBugsOptions, bug_dirs, build, read_bug
 from unidiff import PatchSet
 
 from lego_rl.engine.task_check import check_tasks

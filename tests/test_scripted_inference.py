@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from legorl_embedded.inference import HFInference, HFInferenceOptions
-from legorl_embedded.scripted import ScriptedInference, render_turn
-from legorl_embedded.scripted_options import ScriptedInferenceOptions, ScriptTurn
+from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
+from legorl_embedded.inference.scripted import ScriptedInference, render_turn
+from legorl_embedded.inference.scripted_options import ScriptedInferenceOptions, ScriptTurn
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.toolcalls import parse_completion

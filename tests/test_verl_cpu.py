@@ -34,8 +34,8 @@ TURNS = [bash(f"{FIX} && {SUBMIT}"), bash(SUBMIT)] * 8
 
 
 def tiny_checkpoint(path: Path) -> Path:
-    from legorl_embedded.model import build_from_config, save_checkpoint
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.model import build_from_config, save_checkpoint
+    from legorl_embedded.policy.tokenizer import load_tokenizer
 
     from lego_rl.spec.models import ModelSpec
 
@@ -107,7 +107,7 @@ def test_verl_trains_two_steps_on_rewards_of_real_trials(run: dict[str, Any]) ->
 
 @pytest.mark.slow
 def test_grpo_advantages_equal_the_embedded_objective(run: dict[str, Any]) -> None:
-    from legorl_embedded.grpo import GRPO
+    from legorl_embedded.objectives.grpo import GRPO
     from legorl_embedded.options import GRPOOptions
 
     from lego_rl.data import TrialResult
@@ -170,7 +170,7 @@ def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
     verl's pg_loss. verl also weighs each token by its rollout importance weight
     (pi_old/pi_rollout, rollout_is token mode, cap 2): the tolerance is that weight's largest
     deviation from 1 as verl reports it, times the mean |advantage| per token."""
-    from legorl_embedded.grpo import GRPO
+    from legorl_embedded.objectives.grpo import GRPO
     from legorl_embedded.options import GRPOOptions
 
     grpo = GRPO(GRPOOptions())
@@ -180,7 +180,7 @@ def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
 
 def step_loss(grpo: Any, samples: list[dict[str, Any]], metrics: dict[str, Any]) -> float:
     import torch
-    from legorl_embedded.batch import PolicyBatch
+    from legorl_embedded.objectives.batch import PolicyBatch
 
     from lego_rl.data import TrialResult
 
@@ -278,10 +278,10 @@ def test_the_scripted_policy_scores_concurrent_calls_apart() -> None:
     both: 'stack expects each tensor to be equal size', an api_error retried as infrastructure)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from legorl_embedded.inference import HFInference
+    from legorl_embedded.inference.hf import HFInference
+    from legorl_embedded.inference.scripted import ScriptedInference
+    from legorl_embedded.inference.scripted_options import ScriptedInferenceOptions
     from legorl_embedded.options import HFInferenceOptions
-    from legorl_embedded.scripted import ScriptedInference
-    from legorl_embedded.scripted_options import ScriptedInferenceOptions
 
     from lego_rl.data import Sampling
     from lego_rl.spec.models import ModelSpec

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("verl")
 
 import torch
-from legorl_embedded.replay import RoutingReplay
-from legorl_embedded.routing import RoutingRecorder
+from legorl_embedded.policy.replay import RoutingReplay
+from legorl_embedded.policy.routing import RoutingRecorder
 from legorl_verl.cpu.engine import routing_table
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 

@@ -391,9 +391,9 @@ def test_rollout_correction_maps_to_verls_keys_with_the_same_weights(correction:
     """verl's own rollout-correction functions, given the translated keys, weigh a constructed
     batch as the embedded objective does (verl's k1 bounds pi_rollout / pi_train: inverted)."""
     import torch
-    from legorl_embedded.batch import PolicyBatch
-    from legorl_embedded.correction import correct
-    from legorl_embedded.correction_options import RolloutCorrection
+    from legorl_embedded.objectives.batch import PolicyBatch
+    from legorl_embedded.objectives.correction import correct
+    from legorl_embedded.objectives.correction_options import RolloutCorrection
     from verl.trainer.ppo.rollout_corr_helper import (
         compute_rollout_correction_weights,
         compute_rollout_rejection_mask,

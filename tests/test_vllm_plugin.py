@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import yaml
 from harness_fakes import NullSandboxes
-from legorl_embedded.inference import HFInference, HFInferenceOptions
-from legorl_embedded.model import build_model, save_checkpoint
+from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
+from legorl_embedded.policy.model import build_model, save_checkpoint
 from legorl_vllm.client import (
     VLLMError,
     completion_body,

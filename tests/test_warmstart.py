@@ -69,7 +69,7 @@ def test_demonstrations_can_come_from_other_tasks_than_rl(tmp_path: Path) -> Non
 
 
 def test_packing_keeps_replies_as_the_only_trained_positions() -> None:
-    from legorl_embedded.supervise import pack
+    from legorl_embedded.training.supervise import pack
 
     demos = [Demonstration("t", [1, 2, 3], [4, 5]), Demonstration("t", [1], [6]), Demonstration("t", [7], [])]
     batches = pack(demos, batch_tokens=8)
@@ -85,10 +85,10 @@ def test_packing_keeps_replies_as_the_only_trained_positions() -> None:
 
 
 def test_supervised_pass_makes_the_replies_likelier() -> None:
-    from legorl_embedded.logprobs import token_logprobs
-    from legorl_embedded.model import build_model
-    from legorl_embedded.supervise import pack, supervise_model
-    from legorl_embedded.tokenizer import load_tokenizer, vocab_size
+    from legorl_embedded.policy.logprobs import token_logprobs
+    from legorl_embedded.policy.model import build_model
+    from legorl_embedded.policy.tokenizer import load_tokenizer, vocab_size
+    from legorl_embedded.training.supervise import pack, supervise_model
 
     tokenizer = load_tokenizer()
     model = build_model(ModelSpec(name="tiny", max_context=256), tokenizer, seed=0).float()
@@ -131,7 +131,7 @@ def test_codex_demonstrations_warm_start_a_cached_checkpoint(tmp_path: Path) -> 
     assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
     demos = [json.loads(line) for line in (path / "demos.jsonl").read_text().splitlines()]
     assert all(d["prompt_ids"] and d["completion_ids"] for d in demos)
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer()
     described = [d for d in demos if d["weight"] != 1.0]
@@ -151,10 +151,10 @@ def test_a_description_names_every_command() -> None:
 
 
 def test_weights_set_how_often_the_fitted_policy_gives_each_reply() -> None:
-    from legorl_embedded.logprobs import token_logprobs
-    from legorl_embedded.model import build_model
-    from legorl_embedded.supervise import supervise_model
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.logprobs import token_logprobs
+    from legorl_embedded.policy.model import build_model
+    from legorl_embedded.policy.tokenizer import load_tokenizer
+    from legorl_embedded.training.supervise import supervise_model
 
     tokenizer = load_tokenizer()
     model = build_model(ModelSpec(name="tiny", max_context=256), tokenizer, seed=0).float()
@@ -171,7 +171,7 @@ def test_weights_set_how_often_the_fitted_policy_gives_each_reply() -> None:
 
 
 def test_the_supervised_rate_warms_up_then_settles_to_its_floor() -> None:
-    from legorl_embedded.supervise import warmup_cosine
+    from legorl_embedded.training.supervise import warmup_cosine
 
     factors = [warmup_cosine(step, steps=100, floor=0.1) for step in range(100)]
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)

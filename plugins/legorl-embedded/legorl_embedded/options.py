@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from legorl_embedded.correction_options import CorrectionOption
+from legorl_embedded.objectives.correction_options import CorrectionOption
 
 
 class HFInferenceOptions(BaseModel):

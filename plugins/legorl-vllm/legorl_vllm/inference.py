@@ -68,7 +68,7 @@ class VLLMInference:
     @property
     def tokenizer(self) -> Any:
         """The tokenizer with the model's chat template (shared, read-only)."""
-        from legorl_embedded.tokenizer import load_tokenizer
+        from legorl_embedded.policy.tokenizer import load_tokenizer
 
         return load_tokenizer(self.spec.tokenizer, self.spec.chat_template)
 
@@ -134,7 +134,7 @@ class VLLMInference:
             return self.spec.path
         target = self._work_dir() / "vllm-base"
         if not (target / "config.json").is_file():
-            from legorl_embedded.model import build_model, save_checkpoint
+            from legorl_embedded.policy.model import build_model, save_checkpoint
 
             save_checkpoint(
                 build_model(self.spec, self.tokenizer, seed=self.seed),
@@ -354,7 +354,7 @@ def factory(options: VLLMOptions, ctx: BuildContext) -> VLLMInference:
 
 def restricts_output(model: ModelSpec) -> bool:
     """Whether the model's config (the spec's, or the checkpoint's config.json) sets
-    ``output_vocab`` (see legorl_embedded.output_vocab)."""
+    ``output_vocab`` (see legorl_embedded.policy.output_vocab)."""
     if model.config.get("output_vocab") is not None:
         return True
     config = Path(model.path).expanduser() / "config.json" if model.path else None

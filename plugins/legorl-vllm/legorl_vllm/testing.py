@@ -443,7 +443,7 @@ def main(argv: list[str]) -> None:
     import os
     import signal
 
-    from legorl_embedded.inference import HFInference, HFInferenceOptions
+    from legorl_embedded.inference.hf import HFInference, HFInferenceOptions
 
     from lego_rl.spec.models import ModelSpec
 

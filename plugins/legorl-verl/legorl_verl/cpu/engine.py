@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import torch
-from legorl_embedded.replay import RoutingReplay, RoutingTable
+from legorl_embedded.policy.replay import RoutingReplay, RoutingTable
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
 REPLAY_MODE = "R3"

@@ -89,10 +89,10 @@ class CPURolloutServer:
 def build_inference(spec: Spec, model_path: str, run_dir: Path) -> tuple[Any, Any]:
     """(the inference that samples, the HFInference whose weights the trainer updates)."""
     try:
-        from legorl_embedded.inference import HFInference
+        from legorl_embedded.inference.hf import HFInference
+        from legorl_embedded.inference.scripted import ScriptedInference
+        from legorl_embedded.inference.scripted_options import ScriptedInferenceOptions
         from legorl_embedded.options import HFInferenceOptions
-        from legorl_embedded.scripted import ScriptedInference
-        from legorl_embedded.scripted_options import ScriptedInferenceOptions
     except ImportError as exc:  # pragma: no cover - the CPU rollout needs the embedded plugin
         raise RuntimeError(
             "the CPU rollout (rollout name legorl-cpu) samples with legorl-embedded: "

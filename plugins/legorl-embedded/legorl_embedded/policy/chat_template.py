@@ -36,7 +36,7 @@ class Outside(Exception):
 
 def source() -> str:
     """The Jinja source this module renders."""
-    return resources.files("legorl_embedded").joinpath("chat_template.jinja").read_text()
+    return resources.files("legorl_embedded.policy").joinpath("chat_template.jinja").read_text()
 
 
 def tojson(value: Any) -> str:

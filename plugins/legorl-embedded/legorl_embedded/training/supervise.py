@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from lego_rl.spec.models import ModelSpec, WarmstartSpec
-from legorl_embedded.adamw import adamw
-from legorl_embedded.logprobs import token_logprobs
-from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
+from legorl_embedded.policy.logprobs import token_logprobs
+from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
+from legorl_embedded.training.adamw import adamw
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """(ids, attention mask, reply mask), each ``[B, T]``, and each row's weight ``[B]``."""
@@ -123,7 +123,7 @@ def supervise_model(
 def cover_replies(model: torch.nn.Module, demos: Sequence[Any]) -> None:
     """With a restricted output vocabulary (``model.config.output_vocab``), add every reply
     token of the demonstrations to ``output_vocab_extra``, so the policy can emit the
-    replies as they were tokenized (see :mod:`legorl_embedded.output_vocab`)."""
+    replies as they were tokenized (see :mod:`legorl_embedded.policy.output_vocab`)."""
     config = model.config
     if getattr(config, "output_vocab", None) is None:
         return
@@ -143,8 +143,8 @@ def supervise(
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
     """Build the policy as a run would, fit it to the demonstrations, save it to ``target``."""
-    from legorl_embedded.model import build_model, save_checkpoint
-    from legorl_embedded.tokenizer import load_tokenizer
+    from legorl_embedded.policy.model import build_model, save_checkpoint
+    from legorl_embedded.policy.tokenizer import load_tokenizer
 
     if threads:
         torch.set_num_threads(threads)

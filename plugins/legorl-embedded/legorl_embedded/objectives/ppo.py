@@ -4,7 +4,7 @@ Critic-free: a trial's advantage is its reward minus a baseline from its group, 
 for every token of the trial (all its segments) — the leave-one-out mean of the other
 trials (RLOO, unbiased) or the group mean. The loss is PPO-clip per token with dual clip for
 negative advantages and truncated IS correction against the inference log-probs
-(:func:`~legorl_embedded.objective.clipped_token_loss`). A learned value model (GAE) is not
+(:func:`~legorl_embedded.objectives.surrogate.clipped_token_loss`). A learned value model (GAE) is not
 implemented.
 """
 
@@ -14,9 +14,9 @@ from torch import Tensor
 
 from lego_rl.data import TrialResult
 from lego_rl.registry import BuildContext
-from legorl_embedded.batch import PolicyBatch
-from legorl_embedded.grpo import centred_rewards
-from legorl_embedded.objective import clipped_token_loss
+from legorl_embedded.objectives.batch import PolicyBatch
+from legorl_embedded.objectives.grpo import centred_rewards
+from legorl_embedded.objectives.surrogate import clipped_token_loss
 from legorl_embedded.options import PPOOptions
 
 

@@ -88,7 +88,7 @@ class OutputVocab:
 
 def model_output_vocab(model: Any, tokenizer: Any) -> OutputVocab:
     """The output vocabulary of ``model`` with ``tokenizer`` (see the module doc)."""
-    from legorl_embedded.tokenizer import vocab_size
+    from legorl_embedded.policy.tokenizer import vocab_size
 
     return OutputVocab.of(model.config, vocab_size(tokenizer), added_ids(tokenizer))
 

@@ -11,7 +11,7 @@ TIS correction::
 
 The clip range is much narrower than PPO's because a length-normalised ratio moves little.
 The means need every segment of a trial in the same micro-batch: the trainer packs micro-
-batches by trial (:meth:`~legorl_embedded.batch.Rows.micro_batches`).
+batches by trial (:meth:`~legorl_embedded.objectives.batch.Rows.micro_batches`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from torch import Tensor
 
 from lego_rl.data import TrialResult
 from lego_rl.registry import BuildContext
-from legorl_embedded.batch import PolicyBatch
-from legorl_embedded.grpo import GRPO
-from legorl_embedded.objective import (
+from legorl_embedded.objectives.batch import PolicyBatch
+from legorl_embedded.objectives.grpo import GRPO
+from legorl_embedded.objectives.surrogate import (
     aggregate,
     kl_to_reference,
     masked_mean,

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from legorl_embedded.output_vocab import OutputVocab
-from legorl_embedded.prefix import hidden_states, shared_prefix_length
+from legorl_embedded.policy.output_vocab import OutputVocab
+from legorl_embedded.policy.prefix import hidden_states, shared_prefix_length
 
 
 def token_logprobs(
@@ -41,7 +41,7 @@ def token_logprobs(
     only the ids the model emits (an :class:`OutputVocab`, as inference uses; an int: the
     first ids, for a head wider than the tokenizer); a token outside gets -inf.
     ``share_prefix`` computes the rows' common leading tokens once (see
-    :mod:`legorl_embedded.prefix`; ``same_routing`` and ``on_pass`` are its routing hooks).
+    :mod:`legorl_embedded.policy.prefix`; ``same_routing`` and ``on_pass`` are its routing hooks).
     """
     wanted = attention_mask.bool() if where is None else where.bool() & attention_mask.bool()
     wanted = wanted.clone()

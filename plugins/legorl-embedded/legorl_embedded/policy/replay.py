@@ -1,6 +1,6 @@
 """Routing replay: force a training forward to route each token to its recorded experts.
 
-A forward hook on every router (see :func:`~legorl_embedded.routing.find_routers`) replaces
+A forward hook on every router (see :func:`~legorl_embedded.policy.routing.find_routers`) replaces
 the router's top-k indices with the ones recorded at inference and its gate weights with the
 router's own probabilities of those experts, renormalised over them when the router
 normalises its top-k (``norm_topk_prob``, Mixtral-style routers always do). The weights stay
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from lego_rl.data import Routing
-from legorl_embedded.routing import find_routers, hooked
+from legorl_embedded.policy.routing import find_routers, hooked
 
 
 @dataclass
@@ -55,7 +55,7 @@ class RoutingTable:
         return (known == known[:1]).all(0) & (experts == experts[:1]).flatten(2).all(-1).all(0)
 
     def passes(self, prefix: int) -> dict[str, RoutingTable]:
-        """The tables of a shared-prefix forward (see legorl_embedded.prefix): the prefix as
+        """The tables of a shared-prefix forward (see legorl_embedded.policy.prefix): the prefix as
         row 0 holds it, then the rest of every row."""
         experts, known = self.rows()
         return {

@@ -2,7 +2,7 @@
 
 Our own decode loop (not ``generate()``) so that every sampled token comes with the log-prob
 of the distribution it was actually drawn from and, for MoE models, the experts it was routed
-to. Concurrent calls share that loop: :class:`~legorl_embedded.batcher.Batcher` decodes every
+to. Concurrent calls share that loop: :class:`~legorl_embedded.inference.batcher.Batcher` decodes every
 request in flight as one batch, each with its own sampling parameters and generator.
 """
 
@@ -20,15 +20,15 @@ from lego_rl.kinds import Problem
 from lego_rl.proxy.stopstrings import stop_watch
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import ModelSpec
-from legorl_embedded.batcher import Batcher, Request
-from legorl_embedded.logprobs import completion_logprobs
-from legorl_embedded.model import ARCHITECTURES, build_model
-from legorl_embedded.model_spec import TEMPLATE_NAMES, resolve_model_paths
+from legorl_embedded.inference.batcher import Batcher, Request
+from legorl_embedded.inference.sampling import draw, draw_rows, sampling_logprobs
 from legorl_embedded.options import HFInferenceOptions
-from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
-from legorl_embedded.routing import RoutingRecorder
-from legorl_embedded.sampling import draw, draw_rows, sampling_logprobs
-from legorl_embedded.tokenizer import load_tokenizer
+from legorl_embedded.policy.logprobs import completion_logprobs
+from legorl_embedded.policy.model import ARCHITECTURES, build_model
+from legorl_embedded.policy.model_spec import TEMPLATE_NAMES, resolve_model_paths
+from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
+from legorl_embedded.policy.routing import RoutingRecorder
+from legorl_embedded.policy.tokenizer import load_tokenizer
 
 __all__ = ["HFInference", "HFInferenceOptions", "draw", "draw_rows", "factory", "sampling_logprobs"]
 

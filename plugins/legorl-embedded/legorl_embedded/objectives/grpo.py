@@ -1,7 +1,7 @@
 """The "grpo" optimizer plugin: group-relative advantages and a clipped token surrogate.
 
 Advantages are ``(reward - group mean) / group std`` (just centred with ``normalize_std:
-false``, Dr. GRPO); the loss is :func:`~legorl_embedded.objective.clipped_token_loss`
+false``, Dr. GRPO); the loss is :func:`~legorl_embedded.objectives.surrogate.clipped_token_loss`
 (clip-higher, truncated IS correction against the inference log-probs, optional k3 KL to
 the initial policy), averaged per token or per trial.
 """
@@ -14,8 +14,8 @@ from torch import Tensor
 
 from lego_rl.data import TrialResult
 from lego_rl.registry import BuildContext
-from legorl_embedded.batch import PolicyBatch
-from legorl_embedded.objective import clipped_token_loss
+from legorl_embedded.objectives.batch import PolicyBatch
+from legorl_embedded.objectives.surrogate import clipped_token_loss
 from legorl_embedded.options import GRPOOptions
 
 

@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from lego_rl.spec.models import ModelSpec
-from legorl_embedded.tokenizer import vocab_size
+from legorl_embedded.policy.tokenizer import vocab_size
 
 TINY_COMMON: dict[str, Any] = {
     "hidden_size": 64,

@@ -12,9 +12,9 @@ disagree on some router decisions, and every disagreement changes a token's log-
    deterministic), recording sampled log-probs and the experts of every prompt and completion
    token.
 3. Training scores the way training does: the trainer's own scoring path
-   (:class:`~legorl_embedded.trainer.Scoring`) in fp32 with the eager experts and attention,
+   (:class:`~legorl_embedded.training.trainer.Scoring`) in fp32 with the eager experts and attention,
    full sequences, micro-batches of another composition, routing replay off and then on;
-   :class:`~legorl_embedded.consistency.Consistency` compares each with the sampled log-probs.
+   :class:`~legorl_embedded.objectives.consistency.Consistency` compares each with the sampled log-probs.
 
 Reported for both: router-decision mismatch rate per layer, share of tokens with any layer
 differing, probability Pearson, k3 KL (also over the scored tokens whose routing differed in
@@ -39,13 +39,13 @@ from typing import Any
 import torch
 
 from lego_rl.data import Generation, Sampling, Segment, Trajectory, TrialResult
-from legorl_embedded.adamw import adamw
-from legorl_embedded.batch import build_rows
-from legorl_embedded.consistency import Consistency
-from legorl_embedded.inference import HFInference
+from legorl_embedded.inference.hf import HFInference
+from legorl_embedded.objectives.batch import build_rows
+from legorl_embedded.objectives.consistency import Consistency
 from legorl_embedded.options import HFInferenceOptions
-from legorl_embedded.routing import find_routers
-from legorl_embedded.trainer import Scoring
+from legorl_embedded.policy.routing import find_routers
+from legorl_embedded.training.adamw import adamw
+from legorl_embedded.training.trainer import Scoring
 
 CONFIG: dict[str, Any] = {
     "vocab_size": 256,

@@ -23,7 +23,7 @@ from typing import Any
 
 from lego_rl.data import Sampling
 from lego_rl.spec.load import load_spec
-from legorl_embedded.inference import HFInference
+from legorl_embedded.inference.hf import HFInference
 from legorl_embedded.options import HFInferenceOptions
 
 
@@ -122,7 +122,7 @@ def main(args: list[str]) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":  # until `legorl bench` lists it: python -m legorl_embedded.bench_inference
+if __name__ == "__main__":  # until `legorl bench` lists it: python -m legorl_embedded.inference.bench
     import json
     import sys
 

@@ -23,10 +23,10 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from legorl_embedded.batch import PolicyBatch
-from legorl_embedded.consistency import k3
-from legorl_embedded.correction import correct
-from legorl_embedded.correction_options import RolloutCorrection
+from legorl_embedded.objectives.batch import PolicyBatch
+from legorl_embedded.objectives.consistency import k3
+from legorl_embedded.objectives.correction import correct
+from legorl_embedded.objectives.correction_options import RolloutCorrection
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean"]
 
@@ -81,7 +81,7 @@ def clipped_token_loss(
     dual_clip: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO's clipped surrogate per token, weighted by the rollout correction
-    (:mod:`legorl_embedded.correction`: TIS, IcePop, masks), plus an optional k3 KL penalty::
+    (:mod:`legorl_embedded.objectives.correction`: TIS, IcePop, masks), plus an optional k3 KL penalty::
 
         ratio = exp(logp - old)
         loss  = w * max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))

@@ -18,13 +18,13 @@ from typing import Any
 from lego_rl.data import ABORTED, Generation, Sampling
 from lego_rl.kinds import Problem
 from lego_rl.registry import BuildContext
-from legorl_embedded.inference import HFInference
-from legorl_embedded.inference import factory as hf_factory
-from legorl_embedded.logprobs import completion_logprobs
+from legorl_embedded.inference.hf import HFInference
+from legorl_embedded.inference.hf import factory as hf_factory
+from legorl_embedded.inference.scripted_options import ScriptedInferenceOptions, ScriptTurn
 from legorl_embedded.options import HFInferenceOptions
-from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
-from legorl_embedded.routing import RoutingRecorder, as_routing
-from legorl_embedded.scripted_options import ScriptedInferenceOptions, ScriptTurn
+from legorl_embedded.policy.logprobs import completion_logprobs
+from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
+from legorl_embedded.policy.routing import RoutingRecorder, as_routing
 
 
 def render_turn(turn: ScriptTurn) -> str:

@@ -24,16 +24,16 @@ from lego_rl.data import Attribution
 from lego_rl.kinds import Group, LoadsWeights, Problem, RestoresRngState, RunContext, UsesReference
 from lego_rl.registry import BuildContext
 from lego_rl.spec.models import WarmstartSpec
-from legorl_embedded.adamw import adamw
-from legorl_embedded.batch import PolicyBatch, Rows, build_rows
-from legorl_embedded.consistency import Consistency
-from legorl_embedded.logprobs import token_logprobs
-from legorl_embedded.model_spec import resolve_model_paths
+from legorl_embedded.objectives.batch import PolicyBatch, Rows, build_rows
+from legorl_embedded.objectives.consistency import Consistency
 from legorl_embedded.options import EmbeddedTrainerOptions
-from legorl_embedded.output_vocab import OutputVocab, model_output_vocab
-from legorl_embedded.replay import RoutingReplay, routing_table
-from legorl_embedded.resume import TrainerState, last_state_dir, load_state, save_state
-from legorl_embedded.routing import find_routers
+from legorl_embedded.policy.logprobs import token_logprobs
+from legorl_embedded.policy.model_spec import resolve_model_paths
+from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
+from legorl_embedded.policy.replay import RoutingReplay, routing_table
+from legorl_embedded.policy.routing import find_routers
+from legorl_embedded.training.adamw import adamw
+from legorl_embedded.training.resume import TrainerState, last_state_dir, load_state, save_state
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Scoring:
     """How trained tokens are scored: as the inference backend sampled them.
 
     Temperature only: top-p / top-k truncation of the rollout is not reproduced, the TIS
-    weight of the objective absorbs that difference (see legorl_embedded.objective).
+    weight of the objective absorbs that difference (see legorl_embedded.objectives.surrogate).
     """
 
     temperature: float
@@ -56,7 +56,7 @@ class Scoring:
     """(MoE layers, experts per token) of the model; None for a dense model."""
 
     share_prefix: bool = True
-    """Compute the rows' common prompt prefix once (exact; see legorl_embedded.prefix)."""
+    """Compute the rows' common prompt prefix once (exact; see legorl_embedded.policy.prefix)."""
 
     def logprobs(
         self,
@@ -119,7 +119,7 @@ class EmbeddedTrainer:
     def supervise(self, demos: list[Any], plan: WarmstartSpec, target: Path, log: Callable[[str], None]) -> dict[str, float]:
         """The warm start's supervised pass (``legorl warmstart``): fit the policy the spec
         builds to the demonstrations' replies and save it to ``target``."""
-        from legorl_embedded.supervise import supervise
+        from legorl_embedded.training.supervise import supervise
 
         spec = self.build_ctx.spec
         if spec is None:
@@ -134,7 +134,7 @@ class EmbeddedTrainer:
         return torch.device(wanted)
 
     def run(self, ctx: RunContext) -> None:
-        from legorl_embedded.model import build_model, save_checkpoint
+        from legorl_embedded.policy.model import build_model, save_checkpoint
 
         load_weights = _weight_sink(ctx.inference)
         if self.options.threads:

@@ -3,7 +3,7 @@
 A worker thread owns the model while requests are in flight. A new request is prefilled
 alone, exactly as an unbatched call would be (after the longest prefix it shares with a
 recently prefilled prompt of the same policy version, whose keys and values are reused:
-:mod:`~legorl_embedded.prefix_cache`), draws its first token and joins the running
+:mod:`~legorl_embedded.inference.prefix_cache`), draws its first token and joins the running
 batch at the next step: its KV cache is left-padded to the batch's width and stacked under
 the others', with an attention mask that hides the padding and explicit position ids, so
 every row computes what it would compute alone. Each step feeds every row its last token,
@@ -32,10 +32,10 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from lego_rl.data import ABORTED, Generation, Sampling
-from legorl_embedded.output_vocab import OutputVocab
-from legorl_embedded.prefix_cache import Prefilled, PrefixCache
-from legorl_embedded.routing import RoutingRecorder, as_routing
-from legorl_embedded.sampling import draw_rows
+from legorl_embedded.inference.prefix_cache import Prefilled, PrefixCache
+from legorl_embedded.inference.sampling import draw_rows
+from legorl_embedded.policy.output_vocab import OutputVocab
+from legorl_embedded.policy.routing import RoutingRecorder, as_routing
 
 IDLE_S = 2.0
 """The worker thread exits after this long without work (a new request starts another)."""

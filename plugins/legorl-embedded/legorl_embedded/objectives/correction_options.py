@@ -1,4 +1,4 @@
-"""Options of the rollout correction (:mod:`legorl_embedded.correction`): pydantic only."""
+"""Options of the rollout correction (:mod:`legorl_embedded.objectives.correction`): pydantic only."""
 
 from __future__ import annotations
 

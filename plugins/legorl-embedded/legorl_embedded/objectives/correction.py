@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from legorl_embedded.batch import PolicyBatch
-from legorl_embedded.consistency import k3
-from legorl_embedded.correction_options import RolloutCorrection
+from legorl_embedded.objectives.batch import PolicyBatch
+from legorl_embedded.objectives.consistency import k3
+from legorl_embedded.objectives.correction_options import RolloutCorrection
 
 SAFETY = 20.0
 """Log-ratios are clamped to +-SAFETY before exponentiating (as verl does)."""

@@ -1,0 +1,2 @@
+"""The embedded trainer, the warm start's supervised pass, resumable state, and the
+consistency benchmark."""
