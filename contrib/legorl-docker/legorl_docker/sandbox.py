@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from legorl_std.sandbox.limits import DISK_FULL, Limits
+from legorl_std.sandbox.limits import DISK_FULL, LimitLog, Limits
 from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import SocketRelay
 
@@ -112,8 +112,7 @@ class DockerSandbox:
         """docker diff of containers this phase replaced before sealing (re-created for binds)."""
         self._sealed = False
         self._stopped = False
-        self._counters: dict[str, int] = {}
-        self._exhausted: list[dict[str, str]] = []
+        self._limits_hit = LimitLog()
         self._names = itertools.count()
         self.bound: list[Path] = []
         """Host paths shown read-only (bound) in an agent-phase container so far."""
@@ -336,8 +335,7 @@ class DockerSandbox:
 
     def resources_exhausted(self) -> list[dict[str, str]]:
         """The limits the trial's commands ran into: ``phase``, ``limit`` (``name=value``), ``detail``."""
-        with self._lock:
-            return list(self._exhausted)
+        return self._limits_hit.events()
 
     def describe(self, task: Task) -> dict[str, Any]:
         s = self._settings
@@ -482,23 +480,12 @@ class DockerSandbox:
 
     def _check_resources(self, container: Container, exit_code: int | None, stderr: str = "") -> None:
         """Record the limits the last command (or one beside it) ran into."""
-        found: list[tuple[str, str]] = []
-        if exit_code is not None and (limit := self._limits.signalled(exit_code)):
-            found.append((limit, f"a command was killed by signal {exit_code - 128}"))
+        found = LimitLog.signalled(self._limits, exit_code)
         if self._settings.storage_mb and (full := DISK_FULL.search(stderr[-8192:])):
             found.append((f"storage_mb={self._settings.storage_mb}", f"a command wrote past the container's storage ({full[0]})"))
-        for name, count in container.cgroup_counters().items():
-            key = f"{container.name}:{name}"
-            new = count - self._counters.get(key, 0)
-            self._counters[key] = count
-            if new > 0:
-                what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
-                value = self._settings.memory_mb if name == "memory_mb" else self._settings.pids
-                found.append((f"{name}={value:g}" if value else name, f"{new} {what[new > 1]}"))
-        with self._lock:
-            for limit, detail in found:
-                if not any(e["phase"] == self.phase and e["limit"] == limit for e in self._exhausted):
-                    self._exhausted.append({"phase": self.phase, "limit": limit, "detail": detail})
+        values = {"memory_mb": self._settings.memory_mb, "nproc": self._settings.pids}
+        found += self._limits_hit.counted(container.cgroup_counters(), values, scope=container.name)
+        self._limits_hit.record(self.phase, found)
 
     def _inside(self, path: str) -> str:
         return "/" + posixpath.normpath(posixpath.join(self.workdir, path)).lstrip("/")

@@ -43,7 +43,7 @@ from typing import Any
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import ServiceVolumeConfig
 from legorl_std.sandbox import image_needs
-from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, DISK_FULL, MB, Limits
+from legorl_std.sandbox.limits import CPU_GRACE_SECONDS, DISK_FULL, MB, LimitLog, Limits, limit_label
 from legorl_std.sandbox.mounts import traverse_above
 from legorl_std.sandbox.netforward import CONTAINER_INIT, SocketRelay, unix_request
 from legorl_std.sandbox.reap import KILL_OTHERS
@@ -165,8 +165,7 @@ class ContainerHarborSandbox(HarborSandbox):
         self._relay = SocketRelay(self._proxy_dir / "proxy.sock", lambda: self._upstream)
         limits = options.limits
         self._caps = {"nproc": limits.nproc if limits else None, **(caps or {})}
-        self._exhausted: list[dict[str, str]] = []
-        self._counts: dict[str, int] = {}
+        self._limits_hit = LimitLog()
 
     @property
     def workdir(self) -> str:
@@ -299,7 +298,7 @@ class ContainerHarborSandbox(HarborSandbox):
         self._relay.close()
         with self._lock:
             environment, self._environment = self._environment, None
-            self._mounts, self._phase, self._counts = [], phase, {}
+            self._mounts, self._phase = [], phase
         if environment is not None:
             self._loop.run(environment.stop(delete=self._options.environment.delete))
 
@@ -332,47 +331,26 @@ class ContainerHarborSandbox(HarborSandbox):
 
     def resources_exhausted(self) -> list[dict[str, str]]:
         """The limits the trial's commands ran into: ``phase``, ``limit`` (``name=value``), ``detail``."""
-        with self._lock:
-            return list(self._exhausted)
+        return self._limits_hit.events()
 
     def _check_resources(self, done: ExecResult) -> None:
         """Record the limits the last command (or one beside it) ran into."""
-        found: list[tuple[str, str]] = []
-        limits = self._options.limits
-        if limits is not None and (limit := limits.signalled(done.exit_code)):
-            found.append((limit, f"a command was killed by signal {done.exit_code - 128}"))
+        found = LimitLog.signalled(self._options.limits, done.exit_code)
         if self._options.storage_quota and (full := DISK_FULL.search((done.stderr + done.stdout)[-8192:])):
-            found.append((self._limit("storage_mb"), f"a command wrote past the container's storage ({full[0]})"))
-        for name, new in self._new_counts().items():
-            what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
-            found.append((self._limit(name), f"{new} {what[new > 1]}"))
-        phase = "verify" if self._phase else "agent"
-        with self._lock:
-            for limit, detail in found:
-                if not any(e["phase"] == phase and e["limit"] == limit for e in self._exhausted):
-                    self._exhausted.append({"phase": phase, "limit": limit, "detail": detail})
+            found.append((limit_label("storage_mb", self._caps.get("storage_mb")), f"a command wrote past the container's storage ({full[0]})"))
+        found += self._limits_hit.counted(self._counters(), self._caps, scope=self._phase)
+        self._limits_hit.record("verify" if self._phase else "agent", found)
 
-    def _limit(self, name: str) -> str:
-        value = self._caps.get(name)
-        return f"{name}={value:g}" if value else name
-
-    def _new_counts(self) -> dict[str, int]:
-        """Limit name -> how often the container's cgroups counted it since the last look."""
+    def _counters(self) -> dict[str, int]:
+        """Limit name -> how often the container's cgroups counted it (its init reads them)."""
         if self._environment is None:
             return {}
         try:
             answer = unix_request(self._proxy_dir / "control.sock", b"counters\n", timeout=KILL_TIMEOUT_S)
         except OSError:
             return {}
-        new = {}
-        for line in answer.decode(errors="replace").splitlines():
-            name, _, count = line.partition(" ")
-            if count.isdigit():
-                grew = int(count) - self._counts.get(name, 0)
-                self._counts[name] = int(count)
-                if grew > 0:
-                    new[name] = grew
-        return new
+        lines = (line.partition(" ") for line in answer.decode(errors="replace").splitlines())
+        return {name: int(count) for name, _, count in lines if count.isdigit()}
 
     def _prepare(self, environment: BaseEnvironment) -> str:
         """As root, before anything of the agent runs: the agent's user, who may traverse the

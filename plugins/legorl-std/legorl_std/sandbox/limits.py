@@ -15,7 +15,9 @@ import contextlib
 import os
 import re
 import signal
+import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +70,57 @@ class Limits(BaseModel):
         name = SIGNALLED_BY_LIMIT.get(exit_code)
         value = getattr(self, name) if name else None
         return f"{name}={value}" if value else None
+
+
+
+class LimitLog:
+    """The limits a trial's commands ran into (what ``resources_exhausted`` lists): each limit
+    at most once per phase, with the detail of its first hit. Every sandbox backend reads its
+    own evidence (an exit status, stderr, cgroup counters) and records it here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[dict[str, str]] = []
+        self._counts: dict[str, int] = {}
+
+    def record(self, phase: str, found: Iterable[tuple[str, str]]) -> None:
+        """Record (limit, detail) pairs hit in ``phase`` (``agent`` or ``verify``)."""
+        with self._lock:
+            for limit, detail in found:
+                if not any(e["phase"] == phase and e["limit"] == limit for e in self._events):
+                    self._events.append({"phase": phase, "limit": limit, "detail": detail})
+
+    def events(self) -> list[dict[str, str]]:
+        """``phase``, ``limit`` (its name and value, e.g. ``memory_mb=64``) and ``detail``."""
+        with self._lock:
+            return list(self._events)
+
+    @staticmethod
+    def signalled(limits: Limits | None, exit_code: int | None) -> list[tuple[str, str]]:
+        """The rlimit whose signal killed a command that exited with ``exit_code``."""
+        limit = limits.signalled(exit_code) if limits is not None and exit_code is not None else None
+        return [(limit, f"a command was killed by signal {exit_code - 128}")] if limit and exit_code else []
+
+    def counted(
+        self, counts: Mapping[str, int], values: Mapping[str, float | None], scope: str = ""
+    ) -> list[tuple[str, str]]:
+        """The counters of limits hit (``memory_mb``: OOM kills, ``nproc``: refused forks, as a
+        cgroup counts them) that grew since the last look at the same ``scope`` (one container
+        or cgroup); ``values`` gives each limit's value for its name."""
+        found = []
+        with self._lock:
+            for name, count in counts.items():
+                key = f"{scope}:{name}"
+                grew, self._counts[key] = count - self._counts.get(key, 0), count
+                if grew > 0:
+                    what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
+                    found.append((limit_label(name, values.get(name)), f"{grew} {what[grew > 1]}"))
+        return found
+
+
+def limit_label(name: str, value: float | None) -> str:
+    """How a hit limit is named: ``memory_mb=64``, or its name alone when its value is unknown."""
+    return f"{name}={value:g}" if value else name
 
 
 # ---------------------------------------------------------------- cgroups

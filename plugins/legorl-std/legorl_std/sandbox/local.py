@@ -72,6 +72,7 @@ from lego_rl.registry import BuildContext
 from legorl_std.sandbox.dockerfile import Image
 from legorl_std.sandbox.limits import (
     MB,
+    LimitLog,
     Limits,
     TrialCgroup,
     cgroup_name,
@@ -438,8 +439,7 @@ class LocalSandbox:
         self._cgroup = cgroup
         self._resources = resources or {}
         self._slot = slot
-        self._exhausted: list[dict[str, str]] = []
-        self._seen: dict[str, int] = {}
+        self._limits_hit = LimitLog()
         self._prepare_tree()
         if user:
             _write_identity(trial_dir, user)
@@ -723,25 +723,20 @@ class LocalSandbox:
     def resources_exhausted(self) -> list[dict[str, str]]:
         """The resource limits the trial's commands ran into: ``phase`` (agent or verify),
         ``limit`` (its name and value, e.g. ``memory_mb=64``) and ``detail``."""
-        with self._lock:
-            return list(self._exhausted)
+        return self._limits_hit.events()
 
     def _check_resources(self, exit_code: int | None) -> None:
         """Record the limits the last command (or one running beside it) ran into."""
-        found: list[tuple[str, str]] = []
-        if exit_code is not None and (limit := self._options.limits.signalled(exit_code)):
-            found.append((limit, f"a command was killed by signal {exit_code - 128}"))
+        found = LimitLog.signalled(self._options.limits, exit_code)
         left = self._snapshot.space_left()
         if left is not None and left < STORAGE_FULL:
             found.append((f"storage_mb={self._snapshot_mb()}", f"the writable layer is full ({left} bytes left)"))
         if self._cgroup is not None:
-            for name, count in self._cgroup.exhausted().items():
-                new = count - self._seen.get(name, 0)
-                self._seen[name] = count
-                if new > 0:
-                    what = ("OOM kill", "OOM kills") if name == "memory_mb" else ("fork refused", "forks refused")
-                    found.append((f"{name}={self._cgroup_value(name)}", f"{new} {what[new > 1]}"))
-        self._record(found)
+            values = self._cgroup.values
+            found += self._limits_hit.counted(
+                self._cgroup.exhausted(), {"memory_mb": values.get("memory"), "nproc": values.get("pids")}
+            )
+        self._limits_hit.record(self.phase, found)
 
     def _check_file_sizes(self, changes: list[Change]) -> None:
         """Files of exactly the file-size limit were cut by it (their writer got SIGXFSZ)."""
@@ -750,21 +745,10 @@ class LocalSandbox:
             return
         cut = [c.path for c in changes if c.kind != "deleted" and _size(self.fs / c.path.lstrip("/")) == cap * MB]
         if cut:
-            self._record([(f"file_size_mb={cap}", f"{', '.join(cut[:5])} stopped at the limit")])
-
-    def _record(self, found: list[tuple[str, str]]) -> None:
-        with self._lock:
-            for limit, detail in found:
-                event = {"phase": self.phase, "limit": limit, "detail": detail}
-                if not any(e["phase"] == self.phase and e["limit"] == limit for e in self._exhausted):
-                    self._exhausted.append(event)
+            self._limits_hit.record(self.phase, [(f"file_size_mb={cap}", f"{', '.join(cut[:5])} stopped at the limit")])
 
     def _snapshot_mb(self) -> int | None:
         return getattr(self._snapshot, "size_mb", None)
-
-    def _cgroup_value(self, name: str) -> str:
-        value = self._cgroup.values.get("memory" if name == "memory_mb" else "pids") if self._cgroup else None
-        return f"{value:g}" if value is not None else "?"
 
     # ------------------------------------------------------------------ paths and mounts
 
