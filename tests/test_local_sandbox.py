@@ -14,6 +14,7 @@ from pathlib import Path
 
 import legorl_std.sandbox.local as local_sandbox
 import pytest
+from legorl_std.sandbox.commands import wait_exit
 from legorl_std.sandbox.dockerfile import DockerfileError, materialise
 from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions, SandboxError
 
@@ -118,9 +119,9 @@ def test_wait_returns_the_exit_code_or_none_after_the_timeout(pidfd, monkeypatch
     if not pidfd:  # a kernel without pidfd_open: the polling wait
         monkeypatch.setattr(os, "pidfd_open", lambda pid: (_ for _ in ()).throw(OSError(38, "ENOSYS")))
     with subprocess.Popen(["sh", "-c", "exit 7"]) as done:
-        assert local_sandbox._wait(done, 10) == 7
+        assert wait_exit(done, 10) == 7
     with subprocess.Popen(["sleep", "5"]) as slow:
-        assert local_sandbox._wait(slow, 0.2) is None
+        assert wait_exit(slow, 0.2) is None
         assert slow.poll() is None  # returned by its timeout: the process still runs
         slow.kill()
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from legorl_std.sandbox.commands import TIMEOUT_EXIT, tail
+
 from lego_rl.crossing import ChangeKind
 from lego_rl.data import SandboxFailure
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult
@@ -34,9 +36,6 @@ from legorl_docker.inside import EXEC, INIT
 RUN = "/run/legorl"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The container's own PATH (the trial's commands get theirs from the image, per exec)."""
-OUTPUT_CAP = 1 << 20
-"""Bytes of stdout and of stderr kept per exec (the tail)."""
-TIMEOUT_EXIT = 124
 CLIENT_GRACE = 10.0
 """Seconds the docker client may take to return once its command's processes are gone."""
 RESULTS_CAP = 8 << 20
@@ -178,7 +177,7 @@ class Container:
                 spec_path.unlink(missing_ok=True)
                 pid_path.unlink(missing_ok=True)
             seconds = time.monotonic() - start
-            stdout, stderr = _tail(out), _tail(err)
+            stdout, stderr = tail(out), tail(err)
         if not self.alive():
             raise SandboxError(f"container {self.name} stopped under the command ({self.ended()}): it was killed from outside the trial, or its daemon failed")
         if not started and not timed_out:
@@ -338,10 +337,3 @@ def _wait_client(client: subprocess.Popen[bytes]) -> int | None:
         client.kill()
         client.wait()
         return None
-
-
-def _tail(stream: IO[bytes]) -> str:
-    size = stream.seek(0, os.SEEK_END)
-    stream.seek(max(0, size - OUTPUT_CAP))
-    text = stream.read().decode("utf-8", errors="replace")
-    return f"[... {size - OUTPUT_CAP} bytes cut ...]\n{text}" if size > OUTPUT_CAP else text

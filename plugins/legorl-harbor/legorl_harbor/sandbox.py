@@ -26,6 +26,7 @@ from typing import Any
 
 from harbor.environments.base import BaseEnvironment
 from harbor.models.trial.config import EnvironmentConfig
+from legorl_std.sandbox.commands import TIMEOUT_EXIT
 from legorl_std.sandbox.limits import Limits
 from legorl_std.sandbox.snapshot import Change
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +36,6 @@ from legorl_harbor.bwrap import BwrapEnvironment
 from legorl_harbor.loop import LoopThread
 
 BWRAP = "legorl_harbor.bwrap:BwrapEnvironment"
-TIMEOUT_EXIT = 124
 GRACE_S = 30.0
 """How long past a command's timeout we wait for the environment to give up by itself."""
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})

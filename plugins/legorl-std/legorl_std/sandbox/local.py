@@ -43,24 +43,21 @@ import fcntl
 import functools
 import itertools
 import json
-import math
 import os
 import posixpath
 import re
-import select
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +66,7 @@ from lego_rl import hookimpl
 from lego_rl.crossing import CrossingLimit, CrossingPolicy
 from lego_rl.kinds import RESULTS_FD_ENV, ExecResult, Problem, Task
 from lego_rl.registry import BuildContext
+from legorl_std.sandbox.commands import TIMEOUT_EXIT, closing, kill_group, tail, wait_exit
 from legorl_std.sandbox.dockerfile import Image
 from legorl_std.sandbox.limits import (
     MB,
@@ -90,6 +88,7 @@ from legorl_std.sandbox.snapshot import (
     unified_diff,
     unmount_stale,
 )
+from legorl_std.sandbox.users import UIDS_PER_BASE, NoFreeUid, claim_uid, identity_fds, pids_of_uid, write_identity
 from legorl_std.sandbox.verify import apply, file_changes
 from legorl_std.sandbox.view import (
     cover_args,
@@ -112,10 +111,6 @@ HOME = "/home/agent"
 LOGS = "/logs"
 LOG_DIRS = ("agent", "verifier", "artifacts")
 TESTS = "/tests"
-OUTPUT_CAP = 1 << 20
-"""Bytes of stdout and of stderr kept per exec (the tail)."""
-TIMEOUT_EXIT = 124
-"""Exit code reported for a command killed at its timeout (as GNU timeout)."""
 RESULTS_CAP = 8 << 20
 """Bytes of a result stream read back (a test report; more is cut)."""
 _RESULTS = itertools.count()
@@ -123,9 +118,6 @@ BWRAP_MISSING = Problem(
     "the local sandbox needs bubblewrap (bwrap)", "install it: apt-get install bubblewrap"
 )
 _TRIAL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_UIDS_PER_BASE = 10000
-UID_LOCKS = Path(tempfile.gettempdir()) / "legorl-uids"
-"""One flock'ed file per trial uid in use, shared by every process on the machine."""
 LIVE_LOCK = ".live"
 """A trial dir's file that its sandbox holds flock'ed: mounts of a trial without are stale."""
 STORAGE_FULL = MB
@@ -343,20 +335,10 @@ class LocalSandboxBackend:
         group = self._group
         if group is None:
             return None
-        UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
-        first = (os.getpid() * 7919 + next(self._uids)) % _UIDS_PER_BASE
-        for step in range(_UIDS_PER_BASE):
-            uid = group + 1 + (first + step) % _UIDS_PER_BASE
-            fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            if not _pids_of_uid(uid):
-                return uid, group, fd
-            os.close(fd)
-        raise SandboxError(f"no free trial uid in {group + 1}..{group + _UIDS_PER_BASE} (see {UID_LOCKS})")
+        try:
+            return claim_uid(group, (os.getpid() * 7919 + next(self._uids)) % UIDS_PER_BASE)
+        except NoFreeUid as exc:
+            raise SandboxError(str(exc)) from None
 
     def _view(self) -> View:
         """What every trial shows besides its own files (computed once)."""
@@ -442,7 +424,7 @@ class LocalSandbox:
         self._limits_hit = LimitLog()
         self._prepare_tree()
         if user:
-            _write_identity(trial_dir, user)
+            write_identity(trial_dir, user, HOME)
         # A sandbox dropped without stop() must not leave mounts behind on the host.
         self._finalizer = weakref.finalize(self, _release, self._snapshots, cgroup, fds or [])
 
@@ -488,7 +470,7 @@ class LocalSandbox:
             procs = self._cgroup.procs_files()
             argv = [system_tool("sh"), "-c", CGROUP_JOIN, "legorl-cgroup", str(len(procs)), *procs, *argv]
         clean_env = {**self._env, **(env or {})}  # via the process env, so values never show in ps
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, _closing(identity):
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, closing(identity):
             start = time.monotonic()
             proc = subprocess.Popen(
                 argv,
@@ -502,13 +484,13 @@ class LocalSandbox:
             with self._lock:
                 self._live.add(proc)
             try:
-                exited = _wait(proc, timeout)
+                exited = wait_exit(proc, timeout)
             finally:
-                _kill_group(proc)
+                kill_group(proc)
                 with self._lock:
                     self._live.discard(proc)
             seconds = time.monotonic() - start
-            stdout, stderr = _tail(out), _tail(err)
+            stdout, stderr = tail(out), tail(err)
         timed_out = exited is None
         code = TIMEOUT_EXIT if exited is None else exited
         if code < 0:
@@ -607,7 +589,7 @@ class LocalSandbox:
         with self._lock:
             live = list(self._live)
         for proc in live:
-            _kill_group(proc)
+            kill_group(proc)
         return len(live)
 
     def writable_roots(self) -> list[str]:
@@ -620,7 +602,7 @@ class LocalSandbox:
         if not self.user:
             return []
         deadline = time.monotonic() + settle
-        while (pids := _pids_of_uid(self.user[0])) and time.monotonic() < deadline:
+        while (pids := pids_of_uid(self.user[0])) and time.monotonic() < deadline:
             time.sleep(0.02)
         return pids
 
@@ -704,15 +686,7 @@ class LocalSandbox:
 
     def _identity_fds(self) -> list[tuple[int, str]]:
         """Fresh memory files holding the trial's passwd and group (one pair per command)."""
-        if not self.user:
-            return []
-        found = []
-        for name in ("passwd", "group"):
-            fd = os.memfd_create(f"legorl-{name}", os.MFD_CLOEXEC)
-            os.write(fd, (self.trial_dir / name).read_bytes())
-            os.lseek(fd, 0, os.SEEK_SET)
-            found.append((fd, name))
-        return found
+        return identity_fds(self.trial_dir) if self.user else []
 
     def _keep_logs(self) -> None:
         """Copy the agent phase's ``/logs`` to the trial dir (the verify copy starts fresh)."""
@@ -846,15 +820,6 @@ class LocalSandbox:
         ]  # fmt: skip
 
 
-@contextlib.contextmanager
-def _closing(fds: Sequence[tuple[int, str]]) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for fd, _ in fds:
-            os.close(fd)
-
-
 def _release(snapshots: list[Snapshot], cgroup: TrialCgroup | None, fds: list[int]) -> None:
     try:
         while snapshots:
@@ -911,28 +876,6 @@ def _declared_network(task: Task) -> str:
     return str(mode or "no-network")
 
 
-def _write_identity(trial_dir: Path, user: tuple[int, int]) -> None:
-    """passwd/group files that name the trial user ``agent`` (bound over /etc inside)."""
-    uid, gid = user
-    for name, line in (("passwd", f"agent:x:{uid}:{gid}:agent:{HOME}:/bin/bash\n"), ("group", f"agent:x:{gid}:\n")):
-        host = Path("/etc") / name
-        text = host.read_text() if host.is_file() else ""
-        (trial_dir / name).write_text(text + ("" if text.endswith("\n") or not text else "\n") + line)
-
-
-def _pids_of_uid(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{entry}").st_uid == uid:
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -942,42 +885,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    """The exit code, or None if ``proc`` still runs after ``timeout`` seconds.
-
-    Blocks on a pidfd: ``Popen.wait(timeout)`` polls with growing sleeps, which added ~9 ms to
-    a 25 ms command (a trial runs several: harness set-up and run, anti-cheat, verifier)."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except OSError:  # no pidfd (kernel < 5.3): the polling wait
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        ready = poller.poll(min(max(0, math.ceil(timeout * 1000)), 2**31 - 1))
-    finally:
-        os.close(fd)
-    return proc.wait() if ready else None
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL bwrap's process group; the sandbox's PID namespace dies with it."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _tail(stream: IO[bytes]) -> str:
-    size = stream.seek(0, os.SEEK_END)
-    stream.seek(max(0, size - OUTPUT_CAP))
-    text = stream.read().decode("utf-8", errors="replace")
-    return f"[... {size - OUTPUT_CAP} bytes cut ...]\n{text}" if size > OUTPUT_CAP else text
 
 
 def build(options: LocalSandboxOptions, ctx: BuildContext) -> LocalSandboxBackend:
