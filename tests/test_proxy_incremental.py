@@ -1,7 +1,6 @@
 """Incremental rendering: extending an earlier rendering gives exactly the full render."""
 
 import json
-from importlib import resources
 
 import pytest
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
@@ -47,8 +46,7 @@ DROPS_OLD_REASONING = (
 
 
 def qwen3_template() -> str:
-    embedded = pytest.importorskip("legorl_embedded")
-    return resources.files(embedded).joinpath("chat_template.jinja").read_text()
+    return pytest.importorskip("legorl_embedded.policy.chat_template").source()
 
 
 def call(i: int, name: str = "bash") -> dict:

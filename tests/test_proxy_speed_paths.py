@@ -193,12 +193,7 @@ def test_context_shares_the_record_ids_and_extending_it_copies_nothing_back():
 
 
 def qwen3_like() -> TinyChatTokenizer:
-    embedded = pytest.importorskip("legorl_embedded")
-    from importlib import resources
-
-    return TinyChatTokenizer(
-        resources.files(embedded).joinpath("chat_template.jinja").read_text()
-    )
+    return TinyChatTokenizer(pytest.importorskip("legorl_embedded.policy.chat_template").source())
 
 
 def tool_step(i: int) -> list[ChatMessage]:
