@@ -337,7 +337,8 @@ class ContainerHarborSandbox(HarborSandbox):
         """Record the limits the last command (or one beside it) ran into."""
         found = LimitLog.signalled(self._options.limits, done.exit_code)
         if self._options.storage_quota and (full := DISK_FULL.search((done.stderr + done.stdout)[-8192:])):
-            found.append((limit_label("storage_mb", self._caps.get("storage_mb")), f"a command wrote past the container's storage ({full[0]})"))
+            storage = limit_label("storage_mb", self._caps.get("storage_mb"))
+            found.append((storage, f"a command wrote past the container's storage ({full[0]})"))
         found += self._limits_hit.counted(self._counters(), self._caps, scope=self._phase)
         self._limits_hit.record("verify" if self._phase else "agent", found)
 
