@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from lego_rl.proxy.budgets import ByteLRU, MiB, size_of
 from lego_rl.proxy.errors import UNSUPPORTED, BadRequest, openai_error, require
+from lego_rl.proxy.fast.body_texts import FieldTexts, TextMemo, field_texts, read_fields
+from lego_rl.proxy.fast.parse_memo import MessageMemo
 from lego_rl.proxy.hosted import HostedTools, hosted, hosted_tools_field
-from lego_rl.proxy.jsontexts import FieldTexts, TextMemo, field_texts, read_fields
-from lego_rl.proxy.memo import MessageMemo
 from lego_rl.proxy.parsing import (
     Role,
     Settings,

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.registry import BuildContext, default_registry
+from lego_rl.testing.scripted_inference import scripted_proxy
 
 RECORDED: list[dict[str, Any]] = json.loads((Path(__file__).parent / "fixtures" / "harness-traffic.json").read_text())
 

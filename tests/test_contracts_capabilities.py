@@ -14,9 +14,9 @@ from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Generation, Sampling
 from lego_rl.kinds import ChatRequest, Check, Sandbox, Task, Violation
-from lego_rl.proxy.doubles import tiny_chat_tokenizer
 from lego_rl.registry import default_registry
 from lego_rl.testing.contracts import ContractEnv, ContractError, base, contract_named
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 from lego_rl.wrapping import expose
 
 

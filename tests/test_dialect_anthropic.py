@@ -9,7 +9,7 @@ import pytest
 from legorl_std.dialects.anthropic import AnthropicDialect
 
 from lego_rl.kinds import Dialect
-from lego_rl.proxy.doubles import scripted_proxy
+from lego_rl.testing.scripted_inference import scripted_proxy
 
 TOOLS = [
     {

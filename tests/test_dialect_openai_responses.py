@@ -9,9 +9,9 @@ import pytest
 from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.kinds import Dialect
-from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.proxy.errors import BadRequest
 from lego_rl.proxy.pipeline import read_request
+from lego_rl.testing.scripted_inference import scripted_proxy
 
 TOOLS = [
     {

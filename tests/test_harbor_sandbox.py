@@ -69,8 +69,9 @@ def _lego_trial(tmp_path: Path, commands: list[str]):
 
     from lego_rl.data import Sampling
     from lego_rl.engine.trial import TrialRunner, TrialSetup
-    from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
     from lego_rl.proxy.server import ProxyServer
+    from lego_rl.testing.scripted_inference import ScriptedInference
+    from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
     backend = HarborSandboxBackend(HarborSandboxOptions(), BuildContext(run_dir=tmp_path / "run"))
     proxy = ProxyServer(

@@ -9,13 +9,13 @@ import random
 import pytest
 
 from lego_rl.kinds import ChatMessage
-from lego_rl.proxy.doubles import TinyChatTokenizer
 from lego_rl.proxy.native_templates import (
     TemplateTwin,
     register_native_template,
     template_twin,
 )
 from lego_rl.proxy.render import apply_template, template_message
+from lego_rl.tiny_tokenizer import TinyChatTokenizer
 
 qwen3 = pytest.importorskip("legorl_embedded.policy.chat_template")
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lego_rl.observe.behaviour import ToolCall, step_behaviour, tool_calls, trial_behaviour
-from lego_rl.observe.shell import classify_shell
+from lego_rl.observe.shell_commands import classify_shell
 
 RECORDED = json.loads(
     (Path(__file__).parent / "fixtures" / "mini-swe-agent-transcripts.json").read_text()

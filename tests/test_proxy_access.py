@@ -10,8 +10,8 @@ from legorl_std.dialects.openai_chat import OpenAIChatDialect
 from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import Sampling
-from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.proxy.server import NO_SESSION
+from lego_rl.testing.scripted_inference import scripted_proxy
 
 ANTHROPIC_PATHS = ["/v1/messages", "/v1/messages/count_tokens"]
 OPENAI_PATHS = ["/v1/chat/completions", "/v1/responses", "/v1/models", "/elsewhere", "/"]

@@ -10,7 +10,7 @@ import pytest
 from lego_rl.kinds import ChatMessage
 from lego_rl.observe.metric_groups import metric_keys
 from lego_rl.proxy.budgets import ByteLRU, cache_bytes, cache_metrics, size_of, tentative
-from lego_rl.proxy.shared_tools import SharedTools
+from lego_rl.proxy.fast.shared_tools import SharedTools
 from lego_rl.token_ids import TokenIds
 
 

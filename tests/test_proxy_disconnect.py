@@ -17,13 +17,10 @@ from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import CLIENT_DISCONNECT, CallRecord, Sampling
 from lego_rl.kinds import AbortsGenerations
-from lego_rl.proxy.doubles import (
-    AbortableScriptedInference,
-    ScriptedInference,
-    tiny_chat_tokenizer,
-)
 from lego_rl.proxy.recorder import assemble, kept_calls
 from lego_rl.proxy.server import ProxyServer
+from lego_rl.testing.scripted_inference import AbortableScriptedInference, ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 from lego_rl.token_ids import TokenIds
 
 LONG = "x" * 3000

@@ -29,8 +29,9 @@ from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.bench.proxy_traffic import ChatAgent, ClaudeCode, Codex
 from lego_rl.data import Sampling
-from lego_rl.proxy.doubles import AbortableScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
+from lego_rl.testing.scripted_inference import AbortableScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "harness-traffic.json"
 DIALECTS = ("openai-chat", "anthropic-messages", "openai-responses")

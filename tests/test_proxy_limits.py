@@ -22,8 +22,9 @@ from legorl_std.dialects.anthropic import AnthropicDialect
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
-from lego_rl.proxy.doubles import ScriptedInference, scripted_proxy, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
+from lego_rl.testing.scripted_inference import ScriptedInference, scripted_proxy
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 DIALECTS = {"openai-chat": OpenAIChatDialect(), "anthropic-messages": AnthropicDialect()}
 CHAT_BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()

@@ -14,8 +14,8 @@ from legorl_std.dialects.openai_responses import OpenAIResponsesDialect, OpenAIR
 from pydantic import ValidationError
 
 from lego_rl.data import Sampling
-from lego_rl.proxy.doubles import scripted_proxy
 from lego_rl.registry import default_registry
+from lego_rl.testing.scripted_inference import scripted_proxy
 
 USER = [{"role": "user", "content": "hi"}]
 FUNCTION = {

@@ -6,11 +6,6 @@ import pytest
 
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
-from lego_rl.proxy.doubles import (
-    TINY_CHAT_TEMPLATE,
-    tiny_chat_tokenizer,
-    tiny_hf_tokenizer,
-)
 from lego_rl.proxy.errors import BadRequest
 from lego_rl.proxy.render import (
     Context,
@@ -21,6 +16,7 @@ from lego_rl.proxy.render import (
     render_prompt,
     template_message,
 )
+from lego_rl.tiny_tokenizer import TINY_CHAT_TEMPLATE, tiny_chat_tokenizer, tiny_hf_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,9 @@ from legorl_std.dialects.openai_responses import OpenAIResponsesDialect
 
 from lego_rl.data import Sampling
 from lego_rl.proxy.budgets import cache_bytes
-from lego_rl.proxy.doubles import SPECIAL_TOKENS, ScriptedInference, TinyChatTokenizer
 from lego_rl.proxy.server import ProxyServer
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import SPECIAL_TOKENS, TinyChatTokenizer
 
 REFUSED = 64
 """Distinct refused bodies, ~0.5-2 MB each, over the sessions of three dialects."""

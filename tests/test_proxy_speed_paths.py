@@ -9,13 +9,8 @@ import pytest
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy import jsonio
-from lego_rl.proxy.chunks import PROBE, ChunkCache, Encoder, pieces
-from lego_rl.proxy.doubles import (
-    TinyChatTokenizer,
-    tiny_chat_tokenizer,
-    tiny_hf_tokenizer,
-)
-from lego_rl.proxy.incremental import IncrementalRenderer
+from lego_rl.proxy.fast.incremental_render import IncrementalRenderer
+from lego_rl.proxy.fast.tokenizer_cache import PROBE, ChunkCache, Encoder, pieces
 from lego_rl.proxy.render import (
     Context,
     PrefixCache,
@@ -23,6 +18,7 @@ from lego_rl.proxy.render import (
     render_text,
     tokenize_prompt,
 )
+from lego_rl.tiny_tokenizer import TinyChatTokenizer, tiny_chat_tokenizer, tiny_hf_tokenizer
 
 REMINDER = "<system-reminder>\n" + "Context about the repository.\n" * 40 + "</system-reminder>\n"
 
@@ -159,7 +155,7 @@ def test_a_twin_that_disagrees_on_real_text_is_turned_off(qwen3):
 
 
 def test_tokenizers_tiktoken_cannot_reproduce_get_no_twin():
-    from lego_rl.proxy.bpe import _verbatim, tiktoken_twin
+    from lego_rl.proxy.fast.tiktoken_twin import _verbatim, tiktoken_twin
 
     assert tiktoken_twin(tiny_hf_tokenizer()) is None  # not byte-level BPE
     assert tiktoken_twin(tiny_chat_tokenizer()) is None  # not a transformers tokenizer

@@ -8,8 +8,9 @@ from legorl_std.dialects.anthropic import AnthropicDialect
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Generation
-from lego_rl.proxy.doubles import scripted_logprob, scripted_proxy, tiny_chat_tokenizer
 from lego_rl.proxy.stopstrings import StopScanner, cut_at_stop
+from lego_rl.testing.scripted_inference import scripted_logprob, scripted_proxy
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 REPLY = "Run it.\nObservation: ran\nObservation: again"
 BEFORE = "Run it."

@@ -7,9 +7,10 @@ import openai
 import pytest
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
-from lego_rl.proxy.doubles import scripted_proxy, tiny_chat_tokenizer
 from lego_rl.proxy.streaming import IncrementalDecoder
 from lego_rl.proxy.toolcalls import CompletionParser, Delta, ToolCall, parse_completion
+from lego_rl.testing.scripted_inference import scripted_proxy
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 TOOLS = [
     {

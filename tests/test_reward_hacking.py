@@ -17,9 +17,10 @@ from legorl_std.anticheat.reward_hacking import PATTERNS, RewardHacking, added_l
 from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import HarnessResult, Task, VerifierResult
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import Registry
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 TASK = Task(name="t", path=Path("/nonexistent"), instruction="fix it")
 BUGGY = "import sys\n\n\ndef add(a, b):\n    return a - b\n"

@@ -28,9 +28,10 @@ from legorl_std.verifier.test_script import ScriptVerifier
 from lego_rl.data import Attribution, Sampling, Termination
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import Task
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import BuildContext
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),

@@ -12,8 +12,9 @@ from lego_rl.engine.resume import fresh_run_dir
 from lego_rl.engine.scheduler import TaskCycle
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import HarnessResult, Task, VerifierResult, Violation
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 TASK = Task(name="t", path=Path("/nonexistent"), instruction="fix it")
 

@@ -276,7 +276,7 @@ def test_agent_loop_runs_a_trial_through_the_server_client(tmp_path: Path) -> No
         _agent_loop_registry,
     )
 
-    from lego_rl.proxy.doubles import tiny_chat_tokenizer
+    from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
     assert _agent_loop_registry["legorl"]["_target_"] == "legorl_verl.agent_loop.LegoRLAgentLoop"
     spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "inference.options.enable_routing_replay=true",
@@ -319,7 +319,7 @@ def test_a_rewritten_history_trains_every_segment_as_verls_list_of_outputs(tmp_p
     from legorl_verl.trials import TrialKit
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 
-    from lego_rl.proxy.doubles import tiny_chat_tokenizer
+    from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
     spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART, "run.max_tokens=32")
     task = Task(name="t1", path=tmp_path, instruction="fix the bug")
@@ -361,7 +361,7 @@ def test_failed_trials_reach_verl_masked_or_with_reward_zero(tmp_path: Path, ter
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 
     from lego_rl.data import Attribution, TrialResult
-    from lego_rl.proxy.doubles import tiny_chat_tokenizer
+    from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
     spec = load("mini-swe-agent-local.yaml", *VERL_QUICKSTART)
     cfg = verl_config(spec, tmp_path, prompt_length=8)

@@ -433,7 +433,7 @@ def _tokenizer(name: str) -> Any:
     """The core's byte-level ``tiny``, or a tokenizer a plugin registers (``qwen3``:
     legorl-embedded's)."""
     if name == "tiny":
-        from lego_rl.proxy.doubles import tiny_chat_tokenizer
+        from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
         return tiny_chat_tokenizer()
     from lego_rl.registry import default_registry

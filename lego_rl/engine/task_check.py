@@ -19,9 +19,7 @@ from typing import Any
 from lego_rl.data import Sampling, Termination, TrialResult
 from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import Task
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.registry import BuildContext, Registry
-from lego_rl.spec.models import ModelSpec
 from lego_rl.spec.resolve import Resolved
 
 HARNESS = "scripted"
@@ -85,7 +83,7 @@ def check_tasks(
     sandbox, verifier = build("sandbox"), build("verifier")
     anticheat = [build(f"anticheat.{i}") for i in range(len(spec.anticheat))]
     dialect = registry.build("dialect", DIALECT, {}, ctx)
-    wiring = TrialWiring(ScriptedInference(tiny_chat_tokenizer(), []), DIALECT, dialect, ModelSpec(name="policy"))
+    wiring = TrialWiring.without_model(DIALECT, dialect)
     limits = TrialLimits(Sampling())
 
     def trial(task: Task, commands: list[str], role: str) -> TrialResult:

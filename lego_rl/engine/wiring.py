@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lego_rl.data import CallRecord, Sampling
+from lego_rl.engine.no_inference import NoInference
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import AntiCheat, Dialect, Event, Harness, Inference, SandboxBackend, Verifier
 from lego_rl.proxy.server import ProxyServer
@@ -81,6 +82,13 @@ class TrialWiring:
                 emit=emit,
             )
         )
+
+    @classmethod
+    def without_model(cls, dialect: str, codec: Dialect, **proxy_options: Any) -> TrialWiring:
+        """A wiring for scripted harnesses, which never call the model: the proxy serves
+        ``codec`` over :class:`~lego_rl.engine.no_inference.NoInference`, whose tokenizer is
+        the tiny offline one, and any call to the model fails with ``ModelCalled``."""
+        return cls(NoInference(), dialect, codec, ModelSpec(name="policy"), **proxy_options)
 
     @contextmanager
     def serving(self) -> Iterator[TrialWiring]:

@@ -22,7 +22,7 @@ rendering (``$ command`` lines, ``[tool NAME] {json}``, ``[file change]``; see
 |---|---|---|
 | claude-code | Read, Grep (path) | inspect |
 | claude-code | Edit, MultiEdit, Write, NotebookEdit | edit |
-| claude-code | Bash (command) | shell command, see :mod:`lego_rl.observe.shell` |
+| claude-code | Bash (command) | shell command, see :mod:`lego_rl.observe.shell_commands` |
 | codex | exec_command (cmd), shell / local_shell (command) | shell command |
 | codex | apply_patch (input: ``*** Update/Add/Delete File: path``), file_change | edit |
 | mini-swe-agent | bash (command) | shell command |
@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lego_rl.observe.shell import (
+from lego_rl.observe.shell_commands import (
     EDIT,
     INSPECT,
     RUN,

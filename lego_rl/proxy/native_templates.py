@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lego_rl.proxy.chunks import SpotCheck
+from lego_rl.proxy.fast.tokenizer_cache import SpotCheck
 
 NativeRender = Callable[[Sequence[dict[str, Any]], Sequence[dict[str, Any]] | None, bool], str | None]
 """(Hugging Face chat messages, tools or None, add_generation_prompt) -> text, or None."""

@@ -34,7 +34,8 @@ from lego_rl.proxy import errors
 from lego_rl.proxy.boundary import Normaliser, classify
 from lego_rl.proxy.budgets import tentative
 from lego_rl.proxy.errors import BadRequest, ProxyError
-from lego_rl.proxy.incremental import IncrementalRenderer
+from lego_rl.proxy.fast.incremental_render import IncrementalRenderer
+from lego_rl.proxy.fast.shared_tools import SharedTools
 from lego_rl.proxy.parsing import json_object
 from lego_rl.proxy.render import (
     PrefixCache,
@@ -43,7 +44,6 @@ from lego_rl.proxy.render import (
     tokenize_prompt,
 )
 from lego_rl.proxy.session import ProxySession, Thread
-from lego_rl.proxy.shared_tools import SharedTools
 from lego_rl.proxy.stopstrings import StopScanner, cut_at_stop
 from lego_rl.proxy.streaming import IncrementalDecoder
 from lego_rl.proxy.toolcalls import (

@@ -22,8 +22,8 @@ from typing import Any
 from lego_rl.data import CallRecord
 from lego_rl.kinds import ChatMessage, ChatRequest
 from lego_rl.proxy.budgets import ByteLRU, MiB
-from lego_rl.proxy.chunks import ChunkCache, Encoder, readable
 from lego_rl.proxy.errors import BadRequest
+from lego_rl.proxy.fast.tokenizer_cache import ChunkCache, Encoder, readable
 from lego_rl.proxy.jsonio import check_depth
 from lego_rl.proxy.native_templates import template_twin
 from lego_rl.token_ids import TokenIds
@@ -161,7 +161,7 @@ def render_text(tokenizer: Any, request: ChatRequest, template: str | None = Non
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
-    """The ids of ``text`` (of :func:`~lego_rl.proxy.chunks.readable` text where it holds a lone
+    """The ids of ``text`` (of :func:`~lego_rl.proxy.fast.tokenizer_cache.readable` text where it holds a lone
     surrogate, which no tokenizer encodes)."""
     if not text:
         return []

@@ -16,7 +16,7 @@ from typing import Any
 
 from lego_rl.data import CallRecord, Sampling, Trajectory
 from lego_rl.proxy.errors import ProxyError
-from lego_rl.proxy.incremental import Rendering
+from lego_rl.proxy.fast.incremental_render import Rendering
 from lego_rl.proxy.recorder import assemble, trajectory_metrics
 from lego_rl.proxy.render import Context
 

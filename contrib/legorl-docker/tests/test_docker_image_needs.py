@@ -16,10 +16,11 @@ from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.harness_kit import elf_interpreter
 from lego_rl.kinds import Harness, Task
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import default_registry
 from lego_rl.testing.contracts.base import ContractEnv
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 GLIBC = "/lib64/ld-linux-x86-64.so.2"
 MUSL = "/lib/ld-musl-x86_64.so.1"

@@ -19,10 +19,11 @@ from legorl_std.harness.scripted import ScriptedHarness
 from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import Endpoint, HarnessResult, Sandbox, Task
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import default_registry
 from lego_rl.testing.contracts.base import ContractEnv
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 ANTICHEAT = ("git-history", "no-network", "test-guard", "reward-guard", "process-reaper")
 FIX = "sed -i 's/a - b/a + b/' calc.py"

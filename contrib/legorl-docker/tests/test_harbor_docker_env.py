@@ -24,11 +24,12 @@ from test_docker_native_harnesses import native_trial
 from lego_rl.data import Attribution, Sampling, Termination, TrialResult
 from lego_rl.engine.trial import TrialRunner, TrialSetup
 from lego_rl.kinds import Task, first_fatal
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.proxy.server import ProxyServer
 from lego_rl.registry import default_registry
 from lego_rl.testing.contracts import CONFORMANCE_COMMANDS
 from lego_rl.testing.contracts.base import ContractEnv
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import tiny_chat_tokenizer
 
 pytestmark = pytest.mark.slow
 

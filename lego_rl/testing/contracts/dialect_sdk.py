@@ -193,7 +193,7 @@ def recording_proxy(dialect: Any, replies: Sequence[str]) -> Iterator[Recorded]:
     tokenizer), one session open; ``records`` fills from the proxy's ``on_call``."""
     for package in ("tokenizers", "jinja2"):
         need(package, "the scripted policy of the dialect contracts (its tiny tokenizer)")
-    from lego_rl.proxy.doubles import scripted_proxy
+    from lego_rl.testing.scripted_inference import scripted_proxy
 
     records: list[CallRecord] = []
     with scripted_proxy({dialect.name: dialect}, replies, on_call=records.append) as (

@@ -251,7 +251,7 @@ class AnthropicDialect:
     A conversation's earlier messages are parsed once: later calls reuse them through a
     :class:`MessageMemo`, and the system prompt and tool list through :class:`TextMemo`s (exact;
     what they keep is shared, never to be mutated). :meth:`parse_body` reads a body as texts
-    (:mod:`lego_rl.proxy.jsontexts`), so what a call re-sends is recognised, not parsed."""
+    (:mod:`lego_rl.proxy.fast.body_texts`), so what a call re-sends is recognised, not parsed."""
 
     name = "anthropic-messages"
     routes: Sequence[tuple[str, str]] = (("POST", "/v1/messages"),)

@@ -25,9 +25,7 @@ from typing import Any
 from lego_rl.data import Attribution, Sampling, Termination, attribute
 from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import SandboxBackend, Task, TrialsRoot, Verifier
-from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
 from lego_rl.registry import BuildContext, Registry
-from lego_rl.spec.models import ModelSpec
 from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 from legorl_std.harness.scripted import ScriptedHarness
@@ -115,9 +113,7 @@ def run_suite(
     of kind ``repo``)."""
     chosen = list(ALL_ATTACKS if attacks is None else attacks)
     workdir = Path(tempfile.mkdtemp(prefix="legorl-redteam-", dir="/var/tmp"))
-    wiring = TrialWiring(
-        ScriptedInference(tiny_chat_tokenizer(), []), "openai-chat", OpenAIChatDialect(), ModelSpec(name="policy")
-    )
+    wiring = TrialWiring.without_model("openai-chat", OpenAIChatDialect())
     wiring.proxy.start()
     bait: Bait | None = None
     try:

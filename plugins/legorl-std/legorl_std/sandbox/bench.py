@@ -33,7 +33,6 @@ from lego_rl.data import Sampling, Termination
 from lego_rl.engine.wiring import TrialLimits, TrialWiring
 from lego_rl.kinds import Task
 from lego_rl.registry import BuildContext, Registry, default_registry
-from lego_rl.spec.models import ModelSpec
 from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 from legorl_std.verifier.test_script import ScriptVerifier
 
@@ -105,10 +104,7 @@ FIX = "sed -i 's/a - b/a + b/' calc.py"
 def trial_seconds(registry: Registry, ctx: BuildContext, backend: Any, task: Task, trial_id: str) -> float:
     """One whole trial of ``task`` on ``backend``: the scripted fix through a real proxy, the
     ``test-script`` verifier, no anti-cheat; it must end completed with reward 1."""
-    from lego_rl.proxy.doubles import ScriptedInference, tiny_chat_tokenizer
-
-    wiring = TrialWiring(ScriptedInference(tiny_chat_tokenizer(), []), "openai-chat",
-                         registry.build("dialect", "openai-chat", None, ctx), ModelSpec(name="policy"))  # fmt: skip
+    wiring = TrialWiring.without_model("openai-chat", registry.build("dialect", "openai-chat", None, ctx))
     runner = wiring.runner(
         sandbox=backend, harness=registry.build("harness", "scripted", {"commands": [FIX]}, ctx),
         verifier=registry.build("verifier", "test-script", None, ctx), limits=TrialLimits(Sampling()),

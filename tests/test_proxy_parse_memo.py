@@ -10,7 +10,7 @@ from legorl_std.dialects.anthropic import AnthropicDialect
 
 from lego_rl.kinds import ChatMessage
 from lego_rl.proxy.errors import BadRequest
-from lego_rl.proxy.memo import MessageMemo
+from lego_rl.proxy.fast.parse_memo import MessageMemo
 
 
 def turn(n: int, tool_input: dict) -> list[dict]:

@@ -29,8 +29,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from lego_rl.proxy.bpe import tiktoken_twin
 from lego_rl.proxy.budgets import ByteLRU, MiB, ids_size
+from lego_rl.proxy.fast.tiktoken_twin import tiktoken_twin
 
 CUT = re.compile(r"(?<=\n)(?=\S)")
 """Where text may be cut: after a line break, before anything but whitespace."""
@@ -106,7 +106,7 @@ def _readable_on_failure(
 
 class Encoder:
     """``tokenizer.encode(text, add_special_tokens=False)`` as a list, by the fastest exact way:
-    a tiktoken twin (:mod:`lego_rl.proxy.bpe`) when one exists, else the Rust backend direct.
+    a tiktoken twin (:mod:`lego_rl.proxy.fast.tiktoken_twin`) when one exists, else the Rust backend direct.
 
     The twin is used only after it agreed with the tokenizer on the probes, and is compared with
     it again on the first ``verify_first`` texts and every ``check_every``-th after; one

@@ -7,15 +7,12 @@ from legorl_std.dialects.openai_chat import OpenAIChatDialect
 
 from lego_rl.data import Sampling
 from lego_rl.kinds import ChatMessage, ChatRequest
-from lego_rl.proxy.doubles import (
-    ScriptedInference,
-    TinyChatTokenizer,
-    tiny_chat_tokenizer,
-)
-from lego_rl.proxy.incremental import IncrementalRenderer
+from lego_rl.proxy.fast.incremental_render import IncrementalRenderer
 from lego_rl.proxy.pipeline import CallHandler
 from lego_rl.proxy.render import render_text
 from lego_rl.proxy.session import ProxySession
+from lego_rl.testing.scripted_inference import ScriptedInference
+from lego_rl.tiny_tokenizer import TinyChatTokenizer, tiny_chat_tokenizer
 
 TOOLS = [
     {

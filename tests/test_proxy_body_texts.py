@@ -11,7 +11,7 @@ from legorl_std.dialects.anthropic import AnthropicDialect
 from lego_rl.proxy import jsonio
 from lego_rl.proxy.budgets import size_of
 from lego_rl.proxy.errors import BadRequest
-from lego_rl.proxy.jsontexts import TextMemo, field_texts, item_texts
+from lego_rl.proxy.fast.body_texts import TextMemo, field_texts, item_texts
 from lego_rl.proxy.pipeline import read_request
 
 TOOLS = [{"name": "Bash", "description": "Run.", "input_schema": {"type": "object"}}]

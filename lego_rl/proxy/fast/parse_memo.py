@@ -10,7 +10,7 @@ tool arguments keeps). The texts are written by orjson (~8x faster than ``json``
 refuses those, so only an in-process caller could pass them. The texts are plain bytes, so the
 memo gives the garbage collector nothing to walk but its parsed messages.
 
-A body read as texts (:mod:`lego_rl.proxy.jsontexts`) gives the messages array as the harness
+A body read as texts (:mod:`lego_rl.proxy.fast.body_texts`) gives the messages array as the harness
 wrote it: :meth:`MessageMemo.parse_array` recognises an earlier call's array at its start, byte
 for byte, and reads only the items after it (no serialising, no split of the known items).
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from lego_rl.kinds import ChatMessage
 from lego_rl.proxy.budgets import ByteLRU, Entry, MiB, size_of
+from lego_rl.proxy.fast.body_texts import item_texts
 from lego_rl.proxy.jsonio import dumps, loads
-from lego_rl.proxy.jsontexts import item_texts
 
 ParseOne = Callable[[Any, int], list[ChatMessage]]
 """Parse one raw message (at its index in the request) into neutral messages."""
