@@ -37,7 +37,7 @@ EXAMPLE_SPEC: dict[str, Any] = {
     "optimizer": {"plugin": "grpo"},
     "inference": {"plugin": "hf"},
     "trainer": {"plugin": "embedded"},
-    "observe": [{"plugin": "store"}],
+    "observer": [{"plugin": "store"}],
 }
 """The example spec around the new plugin: first-party plugins (legorl-std, legorl-embedded,
 legorl-mini-swe-agent) in the other blocks."""

@@ -123,7 +123,7 @@ SPEC: dict[str, Any] = {
     "optimizer": {"plugin": "t-optimizer"},
     "inference": {"plugin": "t-inference"},
     "trainer": {"plugin": "embedded"},
-    "observe": [{"plugin": "t-store"}],
+    "observer": [{"plugin": "t-store"}],
 }
 
 

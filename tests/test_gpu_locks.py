@@ -250,7 +250,7 @@ def test_readiness_checks_no_inference_that_the_trainer_serves_itself(tmp_path: 
 
     blocks = ("tasks", "sandbox", "harness", "dialect", "verifier", "filter", "optimizer")
     spec = {"model": {"name": "m"}, "run": {"steps": 1, "output_dir": str(tmp_path)},
-            **{b: {"plugin": "t"} for b in blocks}, "observe": [{"plugin": "t"}],
+            **{b: {"plugin": "t"} for b in blocks}, "observer": [{"plugin": "t"}],
             "inference": {"plugin": "launcher"}, "trainer": {"plugin": "owner"}}  # fmt: skip
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -99,7 +99,7 @@ def test_plugin_module_and_entry_point_follow_the_names(tmp_path: Path) -> None:
 
 def test_list_blocks_get_the_plugin_appended(tmp_path: Path) -> None:
     spec = yaml.safe_load((new_plugin("observer", "my-sink", tmp_path) / "examples" / "spec.yaml").read_text())
-    assert spec["observe"] == [{"plugin": "store"}, {"plugin": "my-sink"}]
+    assert spec["observer"] == [{"plugin": "store"}, {"plugin": "my-sink"}]
 
 
 @pytest.mark.parametrize(

@@ -52,9 +52,38 @@ def errors_of(exc: pytest.ExceptionInfo[SpecError]) -> dict[str, str]:
 def test_load_fills_defaults(spec_file: Path) -> None:
     spec = load_spec(spec_file)
     assert spec.run.steps == 2 and spec.model.max_context == 8192
-    assert [b.plugin for b in spec.observe] == ["store"] and spec.filter.plugin == "none"
+    assert [b.plugin for b in spec.observer] == ["store"] and spec.filter.plugin == "none"
     assert ("anticheat.0", "anticheat") in [(p, k) for p, k, _ in spec.blocks()]
-    assert ("observe.0", "observer") in [(p, k) for p, k, _ in spec.blocks()]
+    assert ("observer.0", "observer") in [(p, k) for p, k, _ in spec.blocks()]
+
+
+def test_a_block_under_its_earlier_name_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, "observe": [{"plugin": "jsonl"}]}))
+    spec = load_spec(path)
+    assert [b.plugin for b in spec.observer] == ["jsonl"]
+    assert "observe" not in spec.model_dump()
+
+
+def test_a_block_under_both_names_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, "observe": [{"plugin": "jsonl"}], "observer": [{"plugin": "store"}]}))
+    with pytest.raises(SpecError) as exc:
+        load_spec(path)
+    assert "earlier name of `observer`" in str(exc.value)
+
+
+def test_a_run_saved_under_the_earlier_name_resumes(tmp_path: Path, spec_file: Path) -> None:
+    from lego_rl.engine.resume import SPEC_FILE, spec_matches
+
+    spec = load_spec(spec_file)
+    saved = spec.model_dump(mode="json")
+    saved["observe"] = saved.pop("observer")
+    (tmp_path / SPEC_FILE).write_text(yaml.safe_dump(saved))
+    assert spec_matches(tmp_path, spec)
+    saved["observe"] = [{"plugin": "jsonl", "options": {}}]
+    (tmp_path / SPEC_FILE).write_text(yaml.safe_dump(saved))
+    assert not spec_matches(tmp_path, spec)
 
 
 def test_env_overrides(spec_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from lego_rl.observe.store import (
     read_results,
     read_trials,
 )
-from lego_rl.spec.models import Spec
+from lego_rl.spec.models import Spec, current_names
 
 LAST_CHECKPOINT = Path("checkpoints") / "last"
 """Relative to the run directory."""
@@ -109,9 +109,13 @@ def fresh_run_dir(wanted: Path) -> Path:
 
 
 def _comparable(dump: Any) -> Any:
+    """``dump`` without what may change, its blocks under their current names."""
     if not isinstance(dump, dict):
         return dump
-    out = dict(dump)
+    try:
+        out = dict(current_names(dump))
+    except ValueError:
+        return dump
     run = dict(out.get("run") or {})
     for section, key in MAY_CHANGE:
         if section == "run":

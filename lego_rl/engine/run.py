@@ -83,7 +83,7 @@ def apply(
         block = resolved.block(path)
         return registry.build(block.kind, block.block.plugin, block.options, ctx)
 
-    observers = [build(f"observe.{i}") for i in range(len(spec.observe))]
+    observers = [build(f"observer.{i}") for i in range(len(spec.observer))]
     emit = Fanout(observers, console)
     started = time.time()
     resumed = str(chosen.resume_from) if chosen.resume_from else None

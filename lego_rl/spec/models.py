@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Strict(BaseModel):
@@ -170,11 +170,28 @@ BLOCK_KINDS: dict[str, str] = {
     "optimizer": "optimizer",
     "inference": "inference",
     "trainer": "trainer",
-    "observe": "observer",
+    "observer": "observer",
 }
 """Spec field -> plugin kind."""
 
-LIST_BLOCKS = frozenset({"anticheat", "observe"})
+LIST_BLOCKS = frozenset({"anticheat", "observer"})
+
+RENAMED_BLOCKS: dict[str, str] = {"observe": "observer"}
+"""Blocks' earlier names, still read: earlier name -> current name."""
+
+
+def current_names(data: Any) -> Any:
+    """Spec data with each block given under an earlier name moved to its current name; a
+    block given under both names is an error (``ValueError``)."""
+    if not isinstance(data, dict) or not RENAMED_BLOCKS.keys() & data.keys():
+        return data
+    out = dict(data)
+    for old, new in RENAMED_BLOCKS.items():
+        if old in out and new in out:
+            raise ValueError(f"`{old}` is the earlier name of `{new}`: give only `{new}`")
+        if old in out:
+            out[new] = out.pop(old)
+    return out
 
 
 class EvaluateSpec(Strict):
@@ -205,10 +222,18 @@ class Spec(Strict):
     optimizer: Block
     inference: Block
     trainer: Block
-    observe: list[Block] = Field(default_factory=lambda: [Block(plugin="store")])
+    observer: list[Block] = Field(
+        default_factory=lambda: [Block(plugin="store")],
+        description="Observers of the run's events (the run store first; `observe` is its earlier name).",
+    )
     evaluate: EvaluateSpec | None = Field(
         default=None, description="Held-out evaluation before and after training (none: skipped)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _current_names(cls, data: Any) -> Any:
+        return current_names(data)
 
     def blocks(self) -> list[tuple[str, str, Block]]:
         """(spec path, plugin kind, block) for every plugin block."""

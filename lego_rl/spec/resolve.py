@@ -19,7 +19,7 @@ from lego_rl.catalog import planned
 from lego_rl.kinds import SpeaksDialect
 from lego_rl.registry import PluginInfo, Registry, UnknownPlugin, options_errors
 from lego_rl.spec.load import SpecError, raw_spec, validation_errors
-from lego_rl.spec.models import BLOCK_KINDS, LIST_BLOCKS, Block, Spec
+from lego_rl.spec.models import BLOCK_KINDS, LIST_BLOCKS, Block, Spec, current_names
 
 
 @dataclass
@@ -102,6 +102,10 @@ def load_and_resolve(
 def _parsable_blocks(data: dict[str, Any]) -> list[tuple[str, str, Block]]:
     """The plugin blocks of unvalidated spec data that are well-formed on their own."""
     out: list[tuple[str, str, Block]] = []
+    try:
+        data = current_names(data)
+    except ValueError:
+        pass  # reported by the validation
     for name, kind in BLOCK_KINDS.items():
         value = data.get(name)
         items = (

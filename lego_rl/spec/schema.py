@@ -21,7 +21,7 @@ from pydantic.errors import PydanticInvalidForJsonSchema, PydanticUserError
 
 from lego_rl.catalog import is_first_party
 from lego_rl.registry import PluginInfo, Registry
-from lego_rl.spec.models import BLOCK_KINDS, Spec
+from lego_rl.spec.models import BLOCK_KINDS, RENAMED_BLOCKS, Spec
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_PATH = Path("schemas/spec.schema.json")
@@ -48,6 +48,10 @@ def spec_schema(
         schema["properties"][name] = _rename_refs(
             schema["properties"][name], {_BLOCK_REF: f"#/$defs/{def_name}"}
         )
+    for old, new in RENAMED_BLOCKS.items():  # still read; a spec gives one of the two names
+        schema["properties"][old] = {**schema["properties"][new], "deprecated": True,
+                                     "description": f"The earlier name of `{new}`."}  # fmt: skip
+        schema["allOf"] = [*schema.get("allOf", []), {"not": {"required": [old, new]}}]
     # blocks nested in other sections: evaluate.tasks is a tasks block
     defs["EvaluateSpec"] = _rename_refs(defs["EvaluateSpec"], {_BLOCK_REF: "#/$defs/TasksBlock"})
     schema["$schema"] = DRAFT

@@ -458,7 +458,7 @@ def _filter(spec: Spec, opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _trainer(spec: Spec, options: VerlTrainerOptions, run_dir: Path) -> dict[str, Any]:
-    loggers = ["console"] + [b.plugin for b in spec.observe if b.plugin in ("wandb", "tensorboard")]
+    loggers = ["console"] + [b.plugin for b in spec.observer if b.plugin in ("wandb", "tensorboard")]
     return {
         "trainer.nnodes": options.nodes,
         "trainer.n_gpus_per_node": options.gpus_per_node,
