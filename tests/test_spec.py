@@ -73,6 +73,12 @@ def test_a_block_under_both_names_is_an_error(tmp_path: Path) -> None:
     assert "earlier name of `observer`" in str(exc.value)
 
 
+def test_an_override_may_name_a_block_by_either_name(spec_file: Path) -> None:
+    assert load_spec(spec_file, ["observe=[]"]).observer == []
+    assert [b.plugin for b in load_spec(spec_file, ["observe.0.plugin=jsonl"]).observer] == ["jsonl"]
+    assert load_spec(spec_file, ["observe=[]", "observer.0.plugin=jsonl"]).observer[0].plugin == "jsonl"
+
+
 def test_a_run_saved_under_the_earlier_name_resumes(tmp_path: Path, spec_file: Path) -> None:
     from lego_rl.engine.resume import SPEC_FILE, spec_matches
 

@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from lego_rl.spec.models import Spec
+from lego_rl.spec.models import RENAMED_BLOCKS, Spec, current_names
 
 
 class SpecError(Exception):
@@ -91,13 +91,15 @@ def apply_override(data: dict[str, Any], dotted: str) -> None:
     """Apply one ``a.b.c=value`` override in place.
 
     List items are addressed by index (``anticheat.0.plugin=x``); the index one past the end
-    appends a new item. The value is parsed as YAML (``3`` is an int, ``[a, b]`` a list).
+    appends a new item. The value is parsed as YAML (``3`` is an int, ``[a, b]`` a list). A
+    block's earlier name (``observe``) addresses it under its current one.
     """
     key, eq, raw = dotted.partition("=")
     key = key.strip()
     parts = key.split(".")
     if not eq or not all(parts):
         raise SpecError("override", [(dotted, "expected KEY=VALUE, e.g. run.steps=3")])
+    parts[0] = RENAMED_BLOCKS.get(parts[0], parts[0])
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
@@ -143,8 +145,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def raw_spec(path: Path, overrides: Sequence[str] = (), use_env: bool = True) -> dict[str, Any]:
-    """The merged spec data before validation."""
-    data = read_yaml(path)
+    """The merged spec data before validation, its blocks under their current names (an
+    override may name a block by either)."""
+    try:
+        data = current_names(read_yaml(path))
+    except ValueError as exc:
+        raise SpecError(str(path), [("", str(exc))]) from None
     for item in [*(env_overrides() if use_env else []), *overrides]:
         apply_override(data, item)
     return data
