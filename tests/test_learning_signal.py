@@ -5,7 +5,7 @@ edit, run the visible tests and correct, up to five model calls each) with a sma
 enough that the policy solves it about half the time at temperature 1, so groups carry signal),
 two GRPO steps of 8 trials through the real Codex CLI, proxy, sandbox and verifier, and a
 held-out evaluation before and after. Checked: a step trained with a non-zero gradient on
-tokens the proxy recorded, and the update raised the policy's log-probs of the rewarded
+tokens the proxy recorded, and the update raises the policy's log-probs of the rewarded
 trajectories it learned from relative to the failed ones (mean change per trajectory).
 
 Not asserted: that each rewarded trajectory's absolute log-prob rose. One GRPO step does not
@@ -18,7 +18,14 @@ kept the order (rewarded mean change -0.25 to +0.11, failed -0.12 to -0.74), but
 quickstart-verify run in a full suite beside a training run saw one failed trajectory (garbled,
 low-probability tokens, the most sensitive to a step) rise by 3.0 over 4 rewarded ones. The
 claim is first order (the step raises sum(advantage x log-prob) for a small enough step), so
-the step here is 3e-5.
+the step here is 3e-5, and the test checks exactly that claim: the change along the step's
+direction (the weights before plus 1e-3 of the step, weights and activations in float64, scored
+as the trainer scores: its output vocabulary, the recorded routing replayed). With one group,
+GRPO's token-mean surrogate at the step's start is proportional to (mean over rewarded - mean
+over failed) of the trajectories' summed log-probs, and AdamW's first step has a positive inner
+product with its gradient. At 1e-3 of the step the second-order terms (what moved the garbled
+trajectory) shrink 1000x against the first-order one, and the changes (1e-6 to 1e-4 here)
+stay above the rounding of the log-probs, which come out in float32 (about 1e-7 per token).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import pytest
 import yaml
 from proxy_tokens import check_trained_on_recorded_tokens
 
-from lego_rl.data import Trajectory
+from lego_rl.data import TrialResult
 from lego_rl.observe.store import STORE_FILE, read_steps, read_trajectory, read_trials
 
 torch = pytest.importorskip("torch")
@@ -77,19 +84,54 @@ def run_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return out / "signal"
 
 
-def trained_logprob(checkpoint: Path, trajectory: Trajectory) -> float:
-    """Sum of the checkpoint's log-probs (temperature 1) of the trajectory's trained tokens."""
-    from legorl_embedded.policy.logprobs import token_logprobs
+ALONG = 1e-3
+"""How far along the step the change is read: first order, second-order terms negligible."""
+
+
+def load_float64(checkpoint: Path) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32, local_files_only=True).eval()
-    total = 0.0
+    model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float64, local_files_only=True).eval()
+    model.set_experts_implementation("eager")  # transformers' grouped_mm kernel has no float64
+    return model
+
+
+def trainer_logprobs(model: torch.nn.Module, trials: list[TrialResult]) -> dict[str, float]:
+    """Each trial's sum of log-probs of its trained tokens as the embedded trainer scores them
+    (temperature 1, the model's output vocabulary, the recorded MoE routing replayed)."""
+    from legorl_embedded.objectives.batch import build_rows
+    from legorl_embedded.policy.output_vocab import model_output_vocab
+    from legorl_embedded.policy.routing import find_routers
+    from legorl_embedded.policy.tokenizer import load_tokenizer
+    from legorl_embedded.training.trainer import Scoring
+
+    routers = find_routers(model)
+    scoring = Scoring(
+        temperature=1.0, vocab=model_output_vocab(model, load_tokenizer()), reference=None,
+        device=torch.device("cpu"), routing_shape=(len(routers), int(routers[0].top_k)) if routers else None,
+    )  # fmt: skip
+    sums = {}
     with torch.no_grad():
-        for seg in trajectory.segments:
-            ids = torch.tensor([seg.ids])
-            mask = torch.tensor([seg.loss_mask], dtype=torch.bool)
-            total += float(token_logprobs(model, ids, torch.ones_like(ids), where=mask)[mask].sum())
-    return total
+        for trial in trials:
+            total = 0.0
+            for micro in build_rows([[trial]], [[0.0]]).micro_batches(1 << 30):
+                with scoring.routing(model, micro) as routing:
+                    logp = scoring.logprobs(model, micro.ids, micro.attention_mask, micro.mask, routing)
+                total += float((logp * micro.mask).sum())
+            sums[trial.trial_id] = total
+    return sums
+
+
+def change_along_the_step(before: Path, after: Path, trials: list[TrialResult]) -> dict[str, float]:
+    """Each trial's log-prob change from the weights ``before`` to ``before + ALONG x (after -
+    before)``, divided by ``ALONG`` (the directional derivative along the step)."""
+    model, stepped = load_float64(before), load_float64(after)
+    start = trainer_logprobs(model, trials)
+    with torch.no_grad():
+        for weight, target in zip(model.parameters(), stepped.parameters(), strict=True):
+            weight += ALONG * (target - weight)
+    moved = trainer_logprobs(model, trials)
+    return {name: (moved[name] - start[name]) / ALONG for name in start}
 
 
 @pytest.mark.slow
@@ -114,15 +156,16 @@ def test_the_update_raises_log_probs_of_the_rewarded_trajectories(run_dir: Path)
     before = checkpoints / f"step-{step}" if step else Path(spec["model"]["path"])
     after = checkpoints / f"step-{step + 1}"
     trials = [t for t in read_trials(run_dir) if t["step"] == step and not t["group"].startswith("eval-")]
-    change = {
-        t["trial_id"]: trained_logprob(after, traj) - trained_logprob(before, traj)
+    recorded = [
+        TrialResult(trial_id=t["trial_id"], task=t["task"], trajectory=traj)
         for t in trials
         if (traj := read_trajectory(run_dir, t["trial_id"])) is not None and traj.segments
-    }
+    ]
+    change = change_along_the_step(before, after, recorded)
     rewarded = [change[t["trial_id"]] for t in trials if t["reward"] == 1.0 and t["trial_id"] in change]
     failed = [change[t["trial_id"]] for t in trials if t["reward"] == 0.0 and t["trial_id"] in change]
     assert rewarded and failed
-    print(f"log-prob change: rewarded {rewarded}, failed {failed}")
+    print(f"log-prob change along the step (per unit step): rewarded {rewarded}, failed {failed}")
     # GRPO's step raises sum(advantage x log-prob): rewarded (advantage > 0) up relative to failed
     assert sum(rewarded) / len(rewarded) > sum(failed) / len(failed)
 
