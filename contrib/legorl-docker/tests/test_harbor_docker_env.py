@@ -125,9 +125,44 @@ def test_an_image_lacking_what_the_sandbox_runs_inside_is_named(
     assert left(Docker(docker_host), trial_id) == ""
 
 
-def left(docker: Docker, project: str) -> str:
-    """The containers of a trial's Compose project still there."""
-    return docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project={project}", "--format", "{{.Names}}")
+def left(docker: Docker, trial_id: str) -> str:
+    """The containers of a trial's Compose projects (its agent's and its verification's) still
+    there."""
+    return "".join(
+        docker.text("ps", "-a", "--filter", f"label=com.docker.compose.project={project}", "--format", "{{.Names}}")
+        for project in (trial_id, f"{trial_id}-verify")
+    )
+
+
+@pytest.mark.parametrize("verified", [True, False], ids=["verified", "stopped-in-agent-phase"])
+def test_the_verification_container_starts_while_the_agent_works(
+    env: ContractEnv, tmp_path: Path, docker_host: str, verified: bool
+) -> None:
+    """``prestart_verify``: once the agent phase begins, the verification's fresh container of
+    the task's image starts beside the agent's; verification takes it (the agent's change
+    crossed, nothing else of the agent's container), and a trial stopped in its agent phase
+    stops both."""
+    docker, trial_id = Docker(docker_host), f"harbor-prestart-{verified}".lower()
+    backend = env.registry.build("sandbox", "harbor", {"environment": {"type": "docker"}}, env.build_context())
+    task = harbor_task(env, tmp_path)
+    box = backend.start(task, trial_id)
+    try:
+        assert box.exec("cat /etc/hostname", timeout=60).exit_code == 0
+        box.begin_agent()
+        phase, ahead = box._prestarted
+        verify_environment = ahead.result()[0]  # started while the agent phase goes on
+        assert phase == "verify" and box.exec("echo agent-side > /tmp/trace", timeout=60).exit_code == 0
+        running = docker.text("ps", "--filter", f"label=com.docker.compose.project={trial_id}-verify", "--format", "{{.Names}}")
+        assert running.strip(), "no verification container runs during the agent phase"
+        if verified:
+            assert box.exec("echo fixed > fix.txt", timeout=60).exit_code == 0
+            report = box.begin_verify(task)
+            assert report["pristine"] is True and box._environment is verify_environment
+            assert box.exec("cat fix.txt", timeout=60).stdout.strip() == "fixed", "the agent's change crossed"
+            assert box.exec("test -e /tmp/trace", timeout=60).exit_code == 1, "nothing else of the agent's container"
+    finally:
+        box.stop()
+    assert left(docker, trial_id) == ""
 
 
 @pytest.mark.parametrize("name", ["claude-code", "codex", "mini-swe-agent"])
@@ -147,5 +182,5 @@ def test_a_harness_in_harbors_container_reaches_the_proxy_through_its_socket(
         transcript,
     )
     assert result.calls == len(calls) >= len(CONFORMANCE_COMMANDS) + 1
-    assert not (backend.started[0]._proxy_dir / "proxy.sock").exists(), "the trial's socket outlived it"
+    assert not (backend.started[0]._run_dir("") / "proxy.sock").exists(), "the trial's socket outlived it"
     assert left(docker, trial_id) == ""

@@ -8,8 +8,8 @@ or ``podman``), with what lego-rl's trials need that Harbor's config alone does 
 - **The harness's files.** Harbor fixes mounts when a container starts, so the environment is
   started by the first command, upload or download: the paths :meth:`provide` names by then
   (the trial runner names them right after start) are read-only binds at their own paths.
-- **The proxy.** A root-only directory of the trial is bound at :data:`RUN`; it holds a unix
-  socket whose host end relays to the proxy
+- **The proxy.** A root-only directory of the trial (one per phase) is bound at :data:`RUN`;
+  the agent's holds a unix socket whose host end relays to the proxy
   (:class:`~legorl_std.sandbox.netforward.SocketRelay`) and the container's PID 1
   (:data:`~legorl_std.sandbox.netforward.CONTAINER_INIT`, on the image's ``python3``), which
   reaps orphans and relays its loopback port :data:`RELAY_PORT` to that socket. The harness is
@@ -22,6 +22,8 @@ or ``podman``), with what lego-rl's trials need that Harbor's config alone does 
   :meth:`begin_verify` compares the agent's with it, stops the agent's environment and starts a
   fresh one of the task's image (no harness files, the proxy's socket closed) whose working
   tree becomes the starting state with only the crossed change (:mod:`legorl_harbor.pristine`).
+  That container is started while the agent works (``prestart_verify``): it needs nothing of
+  the agent phase, and verification then waits for no container start.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +152,9 @@ class ContainerHarborSandbox(HarborSandbox):
         self._failed: str | None = None
         """Why the environment did not start (every later use fails with it)."""
         self._environment: BaseEnvironment | None = None
+        self._prestarted: tuple[str, Future[tuple[BaseEnvironment, str, str]]] | None = None
+        """A later phase's environment starting (or started) ahead: the phase, (it, its
+        workdir, its image's PATH)."""
         self._workdir = ""
         self._phase = ""
         self._image_path = SYSTEM_PATH
@@ -158,14 +164,21 @@ class ContainerHarborSandbox(HarborSandbox):
         self._removed: list[str] = []
         self._start: Path | None = None
         self._state = trial_dir / "pristine"
-        self._proxy_dir = trial_dir / "run"
-        self._proxy_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copyfile(CONTAINER_INIT, self._proxy_dir / "init.py")
+        self._trial_dir = trial_dir
         self._upstream: tuple[str, int] | None = None
-        self._relay = SocketRelay(self._proxy_dir / "proxy.sock", lambda: self._upstream)
+        self._relay = SocketRelay(self._run_dir("") / "proxy.sock", lambda: self._upstream)
         limits = options.limits
         self._caps = {"nproc": limits.nproc if limits else None, **(caps or {})}
         self._limits_hit = LimitLog()
+
+    def _run_dir(self, phase: str) -> Path:
+        """The phase's directory bound at :data:`RUN`: its init and control socket (and, for the
+        agent's, the proxy's socket); made on first use."""
+        path = self._trial_dir / (f"run-{phase}" if phase else "run")
+        if not path.is_dir():
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            shutil.copyfile(CONTAINER_INIT, path / "init.py")
+        return path
 
     @property
     def workdir(self) -> str:
@@ -200,18 +213,54 @@ class ContainerHarborSandbox(HarborSandbox):
         if self._environment is None:
             return 0
         try:
-            return int(unix_request(self._proxy_dir / "control.sock", b"kill\n", timeout=KILL_TIMEOUT_S))
+            return int(unix_request(self._control, b"kill\n", timeout=KILL_TIMEOUT_S))
         except (OSError, ValueError):
             words = self._root(KILL_OTHERS).split()
             return int(words[-1]) if words and words[-1].isdigit() else 0
+
+    @property
+    def _control(self) -> Path:
+        """The control socket of the current phase's container init."""
+        return self._run_dir(self._phase) / "control.sock"
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         self._relay.close()
-        if self._environment is not None:
-            self._loop.run(self._environment.stop(delete=self._options.environment.delete))
+        with self._lock:  # after a start under way
+            prestarted, self._prestarted = self._prestarted, None
+            environment = self._environment
+        delete = self._options.environment.delete
+        if prestarted is not None and prestarted[1].exception() is None:  # waits for its start
+            self._loop.run(prestarted[1].result()[0].stop(delete=delete))
+        if environment is not None:
+            self._loop.run(environment.stop(delete=delete))
+
+    def _launch(self, phase: str, mounts: list[ServiceVolumeConfig]) -> tuple[BaseEnvironment, str, str]:
+        """Create and start ``phase``'s environment with ``mounts`` and its run directory, and
+        prepare it: it, its workdir, its image's PATH."""
+        environment, workdir = self._open([*mounts, bind(self._run_dir(phase), RUN, read_only=False)], phase)
+        try:
+            return environment, workdir, self._prepare(environment, phase, workdir, mounts)
+        except BaseException:
+            self._loop.run(environment.stop(delete=self._options.environment.delete))
+            raise
+
+    def _prestart(self, phase: str) -> None:
+        """Start ``phase``'s environment (no harness files) on a thread of its own; the phase's
+        first use takes it."""
+        future: Future[tuple[BaseEnvironment, str, str]] = Future()
+
+        def launch() -> None:
+            try:
+                future.set_result(self._launch(phase, []))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever takes it
+                future.set_exception(exc)
+
+        with self._lock:
+            self._prestarted = (phase, future)
+        threading.Thread(target=launch, name=f"legorl-harbor-prestart-{phase}", daemon=True).start()
 
     def _started(self) -> BaseEnvironment:
         with self._lock:
@@ -220,11 +269,14 @@ class ContainerHarborSandbox(HarborSandbox):
             if self._failed is not None:
                 raise SandboxFailure(self._failed)
             if self._environment is None:
+                ahead, self._prestarted = self._prestarted, None
                 try:
-                    self._environment, self._workdir = self._open(
-                        [*self._mounts, bind(self._proxy_dir, RUN, read_only=False)], self._phase
-                    )
-                    self._image_path = self._prepare(self._environment)
+                    if ahead is not None and ahead[0] == self._phase:
+                        self._environment, self._workdir, self._image_path = ahead[1].result()
+                    else:
+                        self._environment, self._workdir, self._image_path = self._launch(
+                            self._phase, self._mounts
+                        )
                     if not self._phase:
                         self._initial = self._outside_files(self._environment)
                 except Exception as exc:
@@ -247,6 +299,8 @@ class ContainerHarborSandbox(HarborSandbox):
         self._removed = _topmost(self._initial - self._outside_files(self._started()))
         self._root(f"mkdir -p -m 700 {MARK} && touch {MARK}/start")
         self._start = start
+        if self._options.prestart_verify:
+            self._prestart("verify")
 
     def begin_verify(self, task: Task) -> dict[str, Any]:
         began = time.monotonic()
@@ -347,21 +401,23 @@ class ContainerHarborSandbox(HarborSandbox):
         if self._environment is None:
             return {}
         try:
-            answer = unix_request(self._proxy_dir / "control.sock", b"counters\n", timeout=KILL_TIMEOUT_S)
+            answer = unix_request(self._control, b"counters\n", timeout=KILL_TIMEOUT_S)
         except OSError:
             return {}
         lines = (line.partition(" ") for line in answer.decode(errors="replace").splitlines())
         return {name: int(count) for name, _, count in lines if count.isdigit()}
 
-    def _prepare(self, environment: BaseEnvironment) -> str:
+    def _prepare(
+        self, environment: BaseEnvironment, phase: str, workdir: str, mounts: list[ServiceVolumeConfig]
+    ) -> str:
         """As root, before anything of the agent runs: the agent's user, who may traverse the
         image's dirs above the harness's mounts (/root is 0700 in Debian; agent phase); the
         image's PATH."""
         uid = self._options.agent_uid
         script = ""
-        if uid and not self._phase:
-            script = AGENT_USER.format(uid=uid, workdir=shlex.quote(self._workdir))
-            script += traverse_above(m["target"] for m in self._mounts)
+        if uid and not phase:
+            script = AGENT_USER.format(uid=uid, workdir=shlex.quote(workdir))
+            script += traverse_above(m["target"] for m in mounts)
             script += WRITABLE.format(uid=uid) + " | sed 's/^/root /'\n"
         done = self._loop.run(environment.exec(script + 'echo "path $PATH"', user="root", timeout_sec=KILL_TIMEOUT_S))
         if done.return_code != 0:
@@ -369,7 +425,7 @@ class ContainerHarborSandbox(HarborSandbox):
                 f"cannot prepare the container (exit {done.return_code}): {(done.stderr or done.stdout or '')[-1000:]}"
             )
         lines = (done.stdout or "").splitlines()  # Harbor may merge stderr into it
-        if uid and not self._phase:
+        if uid and not phase:
             self._roots = [line[5:] for line in lines if line.startswith("root /")]
         return next((line[5:] for line in reversed(lines) if line.startswith("path /")), SYSTEM_PATH)
 

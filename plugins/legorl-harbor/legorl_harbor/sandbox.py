@@ -72,6 +72,11 @@ class HarborSandboxOptions(BaseModel):
         description="On docker and podman: the largest working tree copied for pristine "
         "verification (larger at the agent's end: the policy's crossing limit).",
     )
+    prestart_verify: bool = Field(
+        default=True,
+        description="On docker and podman: start the verification's fresh container while the agent "
+        "works, so verification does not wait for a container start (both run at once for a while).",
+    )
     agent_uid: int | None = Field(
         default=61001,
         ge=1,
