@@ -269,9 +269,11 @@ class ContainerHarborSandbox(HarborSandbox):
             if self._failed is not None:
                 raise SandboxFailure(self._failed)
             if self._environment is None:
-                ahead, self._prestarted = self._prestarted, None
+                ahead = self._prestarted if self._prestarted and self._prestarted[0] == self._phase else None
+                if ahead is not None:  # another phase's stays for stop() to end
+                    self._prestarted = None
                 try:
-                    if ahead is not None and ahead[0] == self._phase:
+                    if ahead is not None:
                         self._environment, self._workdir, self._image_path = ahead[1].result()
                     else:
                         self._environment, self._workdir, self._image_path = self._launch(
