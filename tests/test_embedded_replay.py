@@ -168,3 +168,11 @@ def test_consistency_benchmark_smoke():
     assert len(figures["router_mismatch_per_layer"]) == 6 and figures["threads"] == 1
     assert 0.0 <= max(figures["router_mismatch_per_layer"]) <= figures["tokens_any_layer_differing"] <= 1.0
     assert figures["k3_replay"] >= 0.0 and -1.0 <= figures["pearson_replay"] <= 1.0
+
+
+def test_consistency_benchmark_refuses_completions_longer_than_the_context(capsys):
+    from legorl_embedded.training.bench_consistency import main
+
+    with pytest.raises(SystemExit):
+        main(["--tokens", "500"])
+    assert "at most 464" in capsys.readouterr().err

@@ -3,9 +3,10 @@
 The mismatch it measures is the one MoE RL meets on real stacks: inference and training
 disagree on some router decisions, and every disagreement changes a token's log-prob.
 
-1. A Qwen3-MoE over bytes (vocabulary 256; 6 layers, 8 experts, top-2 renormalised:
-   Mixtral's routing, CPU-sized) is first trained on Python sources of the standard
-   library, so its routers and experts have learnt something.
+1. A Qwen3-MoE over bytes (vocabulary 256; 6 layers, 64 experts, top-2 renormalised:
+   Mixtral's routing over more experts, CPU-sized) is first trained on Python sources of the
+   standard library with a load-balancing loss, as production MoEs are trained, so its
+   routers spread tokens over the experts and near-tied router scores are common.
 2. Inference samples the way inference does: a bfloat16 copy with its own experts kernel
    (``batched_mm``) and attention (``sdpa``), KV cache, every completion decoded in one batch
    by the ``hf`` backend's batcher (requests admitted in a fixed order, so the run is
@@ -13,7 +14,10 @@ disagree on some router decisions, and every disagreement changes a token's log-
    token.
 3. Training scores the way training does: the trainer's own scoring path
    (:class:`~legorl_embedded.training.trainer.Scoring`) in fp32 with the eager experts and attention,
-   full sequences, micro-batches of another composition, routing replay off and then on;
+   full sequences, micro-batches of another composition, routing replay off and then on.
+   Completions are long (448 tokens by default), as agent turns are: a decision that differs
+   on one token moves the log-probs of every later token through attention, which is where
+   most of the mismatch without replay comes from;
    :class:`~legorl_embedded.objectives.consistency.Consistency` compares each with the sampled log-probs.
 
 Reported for both: router-decision mismatch rate per layer, share of tokens with any layer
@@ -56,16 +60,22 @@ CONFIG: dict[str, Any] = {
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
-    "num_experts": 8,
+    "num_experts": 64,
     "num_experts_per_tok": 2,
     "norm_topk_prob": True,
+    "router_aux_loss_coef": 0.5,
     "max_position_embeddings": 512,
 }
-"""8 experts, top-2, gate weights renormalised over the top-k (Mixtral-style): each routing
+"""64 experts, top-2, gate weights renormalised over the top-k (Mixtral-style): each routing
 decision carries a large share of a token's computation, so a decision that inference and
-training take differently moves the token's log-prob as it does in production MoEs. (The
-earlier default, 64 experts top-8 without renormalisation, disagreed on more decisions but
-each moved little: replay cut k3 only 1.8x at 32 samples, 2.3x at 128.)"""
+training take differently moves the token's log-prob as it does in production MoEs. The
+load-balancing coefficient is large (Mixtral's is 0.02) so that 400 steps balance the routers
+as long pretraining does. Measured on seed 0: 8 experts without the balancing loss had a
+differing decision on 2.6 % of tokens and replay cut k3 4x (64-token completions, Pearson off
+0.9999); 16 or 32 experts with coefficient 0.1-0.5 and 448 tokens, 7-13 % and 2.9-4.8x; 16
+experts top-4, more differing decisions that each moved less (3.0x at 64 tokens)."""
+PROMPT_BYTES = 48
+
 TRAINING_KERNELS = {"experts": "eager", "attention": "eager"}
 INFERENCE_KERNELS = {"experts": "batched_mm", "attention": "sdpa"}
 EOS = 0  # a NUL byte: never in the text, so sampling runs to max_tokens
@@ -92,14 +102,15 @@ def corpus(limit: int = 2_000_000) -> bytes:
 
 
 def train(model: Any, text: bytes, steps: int, rng: random.Random) -> float:
-    """Next-byte prediction with AdamW; returns the last loss."""
+    """Next-byte prediction with AdamW, plus the configured load-balancing loss over every
+    layer's router; returns the last (total) loss."""
     opt = adamw(model.parameters(), 3e-3)
     model.train()
     loss = torch.tensor(0.0)
     for _ in range(steps):
         starts = [rng.randrange(len(text) - 129) for _ in range(16)]
         ids = torch.tensor([list(text[s : s + 128]) for s in starts])
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = model(input_ids=ids, labels=ids, output_router_logits=True).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -108,13 +119,13 @@ def train(model: Any, text: bytes, steps: int, rng: random.Random) -> float:
 
 
 def sample(backend: HFInference, text: bytes, n: int, tokens: int, rng: random.Random) -> list[Segment]:
-    """``n`` sampled completions of 48-byte snippets, decoded in one batch, as recorded
+    """``n`` sampled completions of :data:`PROMPT_BYTES`-byte snippets, decoded in one batch, as recorded
     segments. Requests are submitted while the batcher is paused, one after the other, so the
     batch's composition and order (and with them every number) are the same on every run."""
     prompts = []
     for _ in range(n):
-        start = rng.randrange(len(text) - 49)
-        prompts.append(list(text[start : start + 48]))
+        start = rng.randrange(len(text) - PROMPT_BYTES - 1)
+        prompts.append(list(text[start : start + PROMPT_BYTES]))
     generations: list[Generation | None] = [None] * n
 
     def run(i: int) -> None:
@@ -191,10 +202,12 @@ def main(args: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="legorl bench consistency")
     parser.add_argument("--train-steps", type=int, default=400)
     parser.add_argument("--samples", type=int, default=128)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=448)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     opts = parser.parse_args(args)
+    if PROMPT_BYTES + opts.tokens > CONFIG["max_position_embeddings"]:
+        parser.error(f"--tokens: at most {CONFIG['max_position_embeddings'] - PROMPT_BYTES} (the model's context)")
     torch.set_num_threads(opts.threads)
     torch.manual_seed(opts.seed)
     rng = random.Random(opts.seed)
