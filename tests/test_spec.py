@@ -79,6 +79,12 @@ def test_an_override_may_name_a_block_by_either_name(spec_file: Path) -> None:
     assert load_spec(spec_file, ["observe=[]", "observer.0.plugin=jsonl"]).observer[0].plugin == "jsonl"
 
 
+def test_an_env_variable_may_name_a_block_by_either_name(spec_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEGORL_OBSERVE__0__PLUGIN", "jsonl")
+    assert env_overrides({"LEGORL_OBSERVE__0__PLUGIN": "jsonl"}) == ["observe.0.plugin=jsonl"]
+    assert [b.plugin for b in load_spec(spec_file).observer] == ["jsonl"]
+
+
 def test_a_run_saved_under_the_earlier_name_resumes(tmp_path: Path, spec_file: Path) -> None:
     from lego_rl.engine.resume import SPEC_FILE, spec_matches
 

@@ -45,7 +45,9 @@ class _SpecEnv(BaseSettings):
 
 
 _SPEC_ENV_FIELDS: dict[str, Any] = {  # (type, default) per field: a type as a value is no TypeForm to mypy
-    name: (dict[str, Any] | None, None) for name in Spec.model_fields if name != "version"
+    name: (dict[str, Any] | None, None)
+    for name in [*Spec.model_fields, *RENAMED_BLOCKS]  # an earlier name, mapped by apply_override
+    if name != "version"
 }
 _SPEC_ENV = create_model("SpecEnv", __base__=_SpecEnv, **_SPEC_ENV_FIELDS)
 
