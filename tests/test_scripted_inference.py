@@ -77,3 +77,23 @@ def test_final_text_after_the_script_and_cut_at_max_tokens(policy: HFInference, 
     assert tok.decode(second.completion_ids[:-1]) == "the end"
     assert len(third.completion_ids) == 1 and third.finish_reason == "length"
     assert inference.calls == 3
+
+
+def test_by_call_gives_each_session_one_path_whatever_the_interleaving(policy: HFInference, prompt: list[int]) -> None:
+    options = ScriptedInferenceOptions.model_validate(
+        {"by_call": [[{"text": "a0"}, {"text": "b0"}], [{"text": "a1"}]], "final_text": "end"}
+    )
+    inference = ScriptedInference(options, policy)
+    tok = policy.tokenizer
+
+    def later(reply: str) -> list[int]:  # the prompt of a session's next call, after ``reply``
+        messages = [{"role": "user", "content": "Fix calc.py"}, {"role": "assistant", "content": reply},
+                    {"role": "user", "content": "ok"}]  # fmt: skip
+        return tok.encode(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+    def reply(ids: list[int]) -> str:
+        return tok.decode(inference.generate(ids, Sampling(max_tokens=20)).completion_ids[:-1])
+
+    # two sessions start, then the first one's second call: each list is taken in its own order
+    assert [reply(prompt), reply(prompt), reply(later("a0")), reply(later("b0"))] == ["a0", "b0", "a1", "end"]
+    assert reply(prompt) == "end" and inference.calls == 5

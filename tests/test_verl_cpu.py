@@ -3,8 +3,8 @@
 Qwen3-MoE, through our agent loop with real trials (mini-swe-agent, the proxy, the local
 sandbox, the test-script verifier) and the CPU rollout server (the scripted policy over the
 embedded inference). Everything asserted comes from verl's own outputs: its metrics file
-(``file`` logger), its rollout dump (``trainer.rollout_data_dir``) and the rollout server's
-weight loads (handed over by verl's ``naive`` checkpoint engine)."""
+(``file`` logger), its rollout dump (``trainer.rollout_data_dir``, one row per output) and the
+rollout server's weight loads (handed over by verl's ``naive`` checkpoint engine)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ def bash(command: str) -> dict[str, Any]:
 
 # one call per trial: solve and submit, or submit without fixing (a policy failure, reward 0)
 TURNS = [bash(f"{FIX} && {SUBMIT}"), bash(SUBMIT)] * 8
+# A trial's first call fixes the bug, or submits without fixing (a policy failure, reward 0),
+# alternately. Step 1's fix submits in the same call; later fixes are written with compact JSON,
+# as a policy may sample a tool call, and submit in a second call: the harness sends the fix back
+# as a structured call, which the chat template re-renders with its own spacing, a real history
+# rewrite, so that trial has two segments (verl's list of outputs).
+COMPACT_FIX = {"text": '<tool_call>\n{"name":"bash","arguments":{"command":' + json.dumps(FIX) + "}}\n</tool_call>"}
+SCRIPT = {"by_call": [[TURNS[0], bash(SUBMIT), *[COMPACT_FIX, bash(SUBMIT)] * 7], [bash(SUBMIT)] * 8]}
 
 
 def tiny_checkpoint(path: Path) -> Path:
@@ -62,7 +69,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         f"run.output_dir={out}", "run.name=verl-cpu", "run.steps=2", "run.tasks_per_step=1",
         "run.group_size=2", "run.concurrency=2", "run.max_turns=2", "run.max_tokens=96",
         "tasks.options.include=[fix-square]", "observe=[]",
-        "inference.plugin=scripted", "inference.options=" + json.dumps({"device": "cpu", "turns": TURNS}),
+        "inference.plugin=scripted", "inference.options=" + json.dumps({"device": "cpu", **SCRIPT}),
     ]
     proc = subprocess.run(
         [LEGORL, "apply", str(ROOT / "specs" / "mini-swe-agent-local.yaml"), *overrides],
@@ -71,14 +78,22 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     verl = out / "verl-cpu" / "verl"
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     trials = {row["key"]: row for row in read_jsonl(verl / "samples.jsonl")}
+    dumps = {step: read_jsonl(verl / "rollouts" / f"{step}.jsonl") for step in (1, 2)}
     return {
         "checkpoint": checkpoint,
         "metrics": {line["step"]: line["data"] for line in read_jsonl(verl / "metrics.jsonl")},
-        # verl's rollout dump (its key and score per sample) joined with the trial behind each
-        "samples": {step: [{**trials[row["uid"]], "score": row["score"]}
-                           for row in read_jsonl(verl / "rollouts" / f"{step}.jsonl")] for step in (1, 2)},
+        # verl's rollout dump (its key, input, output and score per output) joined with the trial
+        # behind each; rows of no trial are verl's padding of the batch
+        "samples": {step: [{**trials[row["uid"]], **row} for row in rows if row["uid"] in trials]
+                    for step, rows in dumps.items()},
+        "padding": [row for rows in dumps.values() for row in rows if row["uid"] not in trials],
         "weights": read_jsonl(verl / "rollout-weights.jsonl"),
     }
+
+
+def per_trial(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per trial (its first output), in order."""
+    return list({s["legorl_trial"]: s for s in reversed(samples)}.values())[::-1]
 
 
 pytestmark = pytest.mark.timeout(1500)
@@ -88,14 +103,16 @@ pytestmark = pytest.mark.timeout(1500)
 def test_verl_trains_two_steps_on_rewards_of_real_trials(run: dict[str, Any]) -> None:
     assert sorted(run["metrics"]) == [1, 2]
     samples = [s for step in (1, 2) for s in run["samples"][step]]
-    assert len(samples) == 4 and len({s["legorl_trial"] for s in samples}) == 4
+    assert len({s["legorl_trial"] for s in samples}) == 4
     for sample in samples:  # verl's score of the sample is the verifier's reward of its trial
         assert sample["score"] == sample["legorl_reward"]
         assert sample["legorl_task"] == "fix-square" and sample["legorl_termination"] == "completed"
-        assert sample["legorl_attribution"] != "infrastructure" and sample["legorl_calls"] == 1
+        assert sample["legorl_attribution"] != "infrastructure"
+        assert sample["legorl_calls"] == sample["legorl_segments"]  # one call, or a rewrite after it
         assert sample["legorl_trained_tokens"] > 0  # a policy failure trains too, with reward 0
         # an attempt that failed through the infrastructure was retried, and says why
         assert sample["legorl_trial"].endswith("-r1") == bool(sample["legorl_retried"]), sample["legorl_retried"]
+    assert all(row["score"] == 0 and not row["output"] for row in run["padding"])
     # the script alternates fix / give up over the server's calls (an attempt retried after an
     # infrastructure failure takes a turn too): both outcomes occur
     assert {s["score"] for s in samples} == {0.0, 1.0}
@@ -113,9 +130,9 @@ def test_grpo_advantages_equal_the_embedded_objective(run: dict[str, Any]) -> No
     from lego_rl.data import TrialResult
 
     grpo = GRPO(GRPOOptions())
-    for step, metrics in run["metrics"].items():  # one task a step: the step is one group
+    for step, metrics in run["metrics"].items():  # one task a step: the step is one group of trials
         group = [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"])
-                 for s in run["samples"][step]]
+                 for s in per_trial(run["samples"][step])]
         ours = grpo.advantages(group)
         assert metrics["critic/advantages/max"] == pytest.approx(max(ours), abs=1e-5)
         assert metrics["critic/advantages/min"] == pytest.approx(min(ours), abs=1e-5)
@@ -137,7 +154,7 @@ def test_weights_change_each_step_and_the_next_step_samples_them(run: dict[str, 
         changed = [n for n in after["checksums"] if after["checksums"][n] != before["checksums"][n]]
         assert changed, f"version {after['version']}: no weight changed"
     for step, samples in run["samples"].items():  # every call of step k: the weights of version k-1
-        assert {s["legorl_versions"] for s in samples} == {str(step - 1)}
+        assert {v for s in samples for v in s["legorl_versions"].split(",")} == {str(step - 1)}
 
 
 @pytest.mark.slow
@@ -174,8 +191,33 @@ def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
     from legorl_embedded.options import GRPOOptions
 
     grpo = GRPO(GRPOOptions())
-    losses = [step_loss(grpo, run["samples"][step], run["metrics"][step]) for step in (1, 2)]
+    # A step whose trials were split has more outputs than verl's mini-batch (ppo_mini_batch_size x
+    # n, counted in outputs) and takes more than one update: compared are the steps of one output a trial.
+    steps = [step for step, samples in run["samples"].items() if len(samples) == len(per_trial(samples))]
+    assert 1 in steps
+    losses = [step_loss(grpo, run["samples"][step], run["metrics"][step]) for step in steps]
     assert any(loss != 0.0 for loss in losses)  # at least one mixed group
+
+
+@pytest.mark.slow
+def test_a_trajectory_split_by_a_history_rewrite_trains_every_segment(run: dict[str, Any]) -> None:
+    """A fixing trial's second prompt holds its fix as the chat template re-rendered it, not as
+    sampled: the trajectory has two segments, and (``segments: all``) each is one of verl's
+    outputs of the session (keys ``_0``, ``_1``), with the trial's score, trained on its own
+    sampled tokens, none left out."""
+    rows = [s for step in (1, 2) for s in run["samples"][step]]
+    split = [s for s in rows if s["legorl_segments"] == 2]
+    assert split and all(s["score"] == 1 for s in split)
+    for trial in {s["legorl_trial"] for s in split}:
+        first, second = sorted((s for s in split if s["legorl_trial"] == trial), key=lambda s: s["segment"])
+        session = first["uid"].rsplit("_", 1)[0]
+        assert (first["uid"], second["uid"]) == (f"{session}_0", f"{session}_1")
+        assert first["output"] == COMPACT_FIX["text"]  # trained as sampled
+        assert COMPACT_FIX["text"] not in second["input"]  # the history as the template re-rendered it
+        assert '<tool_call>\n{"name": "bash", "arguments": {"command": "sed -i' in second["input"]
+        assert second["output"].endswith("</tool_call>") and SUBMIT in second["output"]
+    for sample in rows:
+        assert sample["legorl_trained_tokens"] > 0 and sample["legorl_untrained_tokens"] == 0
 
 
 def step_loss(grpo: Any, samples: list[dict[str, Any]], metrics: dict[str, Any]) -> float:
@@ -184,8 +226,10 @@ def step_loss(grpo: Any, samples: list[dict[str, Any]], metrics: dict[str, Any])
 
     from lego_rl.data import TrialResult
 
-    advantages = torch.tensor(grpo.advantages(
-        [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"]) for s in samples]))
+    trials = per_trial(samples)  # verl's GRPO: each session's advantage, on every output of it
+    advantage = dict(zip([s["legorl_trial"] for s in trials], grpo.advantages(
+        [TrialResult(trial_id=s["legorl_trial"], task=s["legorl_task"], reward=s["score"]) for s in trials]), strict=True))
+    advantages = torch.tensor([advantage[s["legorl_trial"]] for s in samples])
     tokens = torch.tensor([float(s["legorl_trained_tokens"]) for s in samples])
     mask = (torch.arange(int(tokens.max())) < tokens.unsqueeze(1)).float()
     logprobs = torch.zeros_like(mask)

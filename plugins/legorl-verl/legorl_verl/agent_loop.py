@@ -165,6 +165,7 @@ def trial_info(result: TrialResult, stats: dict[str, int], failed: list[TrialRes
         "legorl_retried": " | ".join(f"{r.termination.value}: {r.reason[-400:]}" for r in failed),
         "legorl_trained_tokens": int(stats.get("trained_tokens", 0)),
         "legorl_segments": int(stats.get("segments", 0)),
+        "legorl_untrained_tokens": int(stats.get("untrained_tokens", 0)),
     }
 
 

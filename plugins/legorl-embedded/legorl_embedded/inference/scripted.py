@@ -48,6 +48,8 @@ class ScriptedInference:
         self._scoring = threading.Lock()
         """One scoring pass at a time: each pass's routing hooks see every forward of the model."""
         self._vocab: OutputVocab | None = None
+        self._taken: dict[int, int] = {}
+        """With ``by_call``: the last turn taken of each call number's list."""
 
     @property
     def tokenizer(self) -> Any:
@@ -64,12 +66,23 @@ class ScriptedInference:
         """The policy model's log-probs of given tokens (:class:`~lego_rl.kinds.ScoresTokens`)."""
         return self.policy.score(prompt_ids, completion_ids, temperature)
 
-    def next_text(self) -> str:
-        """The next reply of the script (``final_text`` once it has run out)."""
+    def next_text(self, prompt_ids: Sequence[int] = ()) -> str:
+        """The next reply of the script (``final_text`` once it has run out): the next of
+        ``turns``, or with ``by_call`` the next of the list of the session's call number (the
+        assistant turns ``prompt_ids`` holds before its own)."""
+        by_call = self.options.by_call
         with self._lock:
-            index, self.calls = self.calls, self.calls + 1
-        turns = self.options.turns
+            self.calls += 1
+            if not by_call:
+                turns, index = self.options.turns, self.calls - 1
+            else:
+                depth = max(_count(prompt_ids, self._assistant_header()) - 1, 0)
+                turns = by_call[depth] if depth < len(by_call) else []
+                index = self._taken[depth] = self._taken.get(depth, -1) + 1
         return render_turn(turns[index]) if index < len(turns) else self.options.final_text
+
+    def _assistant_header(self) -> list[int]:
+        return self.tokenizer.encode("<|im_start|>assistant", add_special_tokens=False)
 
     def generate(
         self,
@@ -94,7 +107,7 @@ class ScriptedInference:
                 completion_ids=[], logprobs=[], finish_reason=ABORTED, policy_version=self.policy_version
             )
         tokenizer = self.tokenizer
-        ids = [*tokenizer.encode(self.next_text(), add_special_tokens=False), tokenizer.eos_token_id]
+        ids = [*tokenizer.encode(self.next_text(prompt_ids), add_special_tokens=False), tokenizer.eos_token_id]
         budget = min(sampling.max_tokens, self.policy.max_context - len(prompt_ids))
         finish = "stop" if len(ids) <= budget else "length"
         ids = ids[: max(budget, 0)]
@@ -131,6 +144,12 @@ class ScriptedInference:
         if indices is None:
             return logprobs, None, None
         return logprobs, as_routing(indices[len(prompt) :]), as_routing(indices[: len(prompt)])
+
+
+def _count(ids: Sequence[int], part: list[int]) -> int:
+    """How often ``part`` occurs in ``ids``."""
+    n = len(part)
+    return sum(1 for i in range(len(ids) - n + 1) if list(ids[i : i + n]) == part) if n else 0
 
 
 def factory(options: ScriptedInferenceOptions, ctx: BuildContext) -> ScriptedInference:

@@ -35,6 +35,15 @@ class ScriptedInferenceOptions(BaseModel):
         default_factory=list,
         description="The replies, in call order (call n of the run gets turn n).",
     )
+    by_call: list[list[ScriptTurn]] = Field(
+        default_factory=list,
+        description=(
+            "Replies by a session's call number, for concurrent multi-call sessions: a call whose "
+            "prompt holds n earlier assistant turns takes the next turn of list n (each list in its "
+            "own order), so every session of the run follows one path whatever the interleaving. "
+            "When set, `turns` is not used."
+        ),
+    )
     final_text: str = Field(
         default="Done.", description="The reply to every call after the script has run out."
     )
