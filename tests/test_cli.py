@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from lego_rl import hookimpl
 from lego_rl import registry as registry_module
 from lego_rl.cli.main import app
-from lego_rl.kinds import Problem
+from lego_rl.kinds import LoadsWeights, Problem
 from lego_rl.registry import BuildContext, Registry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,6 +68,16 @@ class Exploding:
         raise RuntimeError("boom")
 
 
+class Pusher(Component):
+    """A trainer that pushes its weights to inference (declares :class:`NeedsInference`)."""
+
+    inference_needs = (LoadsWeights,)
+
+
+class TakesWeights(Component):
+    def load_weights(self, state_dict: dict[str, Any], version: int) -> None: ...
+
+
 class FakePlugins:
     @hookimpl
     def legorl_register_tasks(self, register: Any) -> None:
@@ -101,10 +111,12 @@ class FakePlugins:
     def legorl_register_inference(self, register: Any) -> None:
         register("t-inference", Component)
         register("t-exploding", Exploding)
+        register("t-takes-weights", TakesWeights)
 
     @hookimpl
     def legorl_register_trainer(self, register: Any) -> None:
         register("embedded", Component, options=TrainerOptions)
+        register("t-pusher", Pusher)
 
     @hookimpl
     def legorl_register_observer(self, register: Any) -> None:
@@ -187,7 +199,7 @@ def test_validate_unknown_plugin_suggests_close_match(spec_file: Path) -> None:
     result = invoke("validate", spec_file, "trainer.plugin=embeded")
     assert result.exit_code == 2
     assert (
-        "trainer.plugin: unknown trainer plugin 'embeded' (available: embedded); "
+        "trainer.plugin: unknown trainer plugin 'embeded' (available: embedded, t-pusher); "
         "did you mean 'embedded'?"
     ) in result.output
 
@@ -336,6 +348,18 @@ def test_apply_refuses_claude_code_swe_and_starts_nothing(
     assert "trainer: trainer plugin 'verl' " in result.output and "legorl-verl" in result.output
     assert engine == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trainer_refuses_an_inference_without_a_capability_it_needs(
+    spec_file: Path, engine: list[dict[str, Any]]
+) -> None:
+    result = invoke("apply", spec_file, "trainer.plugin=t-pusher")
+    assert result.exit_code == 1 and engine == []
+    assert "inference (t-inference): trainer 't-pusher' needs an inference backend that offers LoadsWeights" in " ".join(
+        result.output.split()
+    )
+    assert "Traceback" not in result.output
+    assert invoke("plan", spec_file, "trainer.plugin=t-pusher", "inference.plugin=t-takes-weights").exit_code == 0
 
 
 def test_apply_refuses_fatal_preflight(spec_file: Path, engine: list[dict[str, Any]]) -> None:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lego_rl.kinds import OwnsRollout, Preflights, Problem
+from lego_rl.kinds import NeedsInference, OwnsRollout, Preflights, Problem
 from lego_rl.registry import BuildContext, Registry
 from lego_rl.spec.resolve import Resolved, ResolvedBlock
 
@@ -80,8 +80,32 @@ def check(resolved: Resolved, registry: Registry, spec_path: Path) -> Readiness:
         if owner is not None and block.kind == "inference":
             readiness.findings.append(_owned(block, owner))
         else:
-            readiness.findings.extend(_preflight(block, registry, ctx, built.get(block.path)))
+            readiness.findings.extend(_preflight(block, registry, ctx, built))
+    readiness.findings.extend(_inference_needs(resolved, built))
     return readiness
+
+
+def _inference_needs(resolved: Resolved, built: dict[str, Any]) -> list[Finding]:
+    """The capabilities the trainer needs of the inference component (:class:`NeedsInference`)
+    that it lacks, each a fatal finding of the inference block."""
+    blocks = {b.kind: b for b in resolved.blocks if b.kind in ("trainer", "inference")}
+    trainer = built.get(blocks["trainer"].path) if "trainer" in blocks else None
+    inference = built.get(blocks["inference"].path) if "inference" in blocks else None
+    if not isinstance(trainer, NeedsInference) or inference is None:
+        return []
+    block, owner = blocks["inference"], blocks["trainer"].block.plugin
+    return [
+        Finding(
+            block.path,
+            block.block.plugin,
+            f"trainer {owner!r} needs an inference backend that offers {need.__name__} "
+            f"({(need.__doc__ or '').strip().splitlines()[0].rstrip('.')}); inference "
+            f"{block.block.plugin!r} does not",
+            f"choose an inference plugin that offers {need.__name__}, or another trainer",
+        )
+        for need in trainer.inference_needs
+        if not isinstance(inference, need)
+    ]
 
 
 def _rollout_owner(
@@ -113,12 +137,14 @@ def _owned(block: ResolvedBlock, owner: str) -> Finding:
 
 
 def _preflight(
-    block: ResolvedBlock, registry: Registry, ctx: BuildContext, component: Any = None
+    block: ResolvedBlock, registry: Registry, ctx: BuildContext, built: dict[str, Any]
 ) -> list[Finding]:
+    """The component's preflight problems; the component built here goes into ``built``."""
     name = block.block.plugin
+    component = built.get(block.path)
     if component is None:
         try:
-            component = registry.build(block.kind, name, block.options, ctx)
+            component = built[block.path] = registry.build(block.kind, name, block.options, ctx)
         except Exception as exc:
             return [_crash(block, "could not be built", exc)]
     if not isinstance(component, Preflights):

@@ -305,6 +305,16 @@ class OwnsRollout(Protocol):
 
 
 @runtime_checkable
+class NeedsInference(Protocol):
+    """A trainer that needs its inference backend to offer capabilities (the embedded trainer
+    pushes weights: :class:`LoadsWeights`): ``plan`` and ``apply`` refuse a spec whose inference
+    lacks one, naming it, before anything starts."""
+
+    inference_needs: tuple[type, ...]
+    """Runtime-checkable Protocols the inference component must satisfy."""
+
+
+@runtime_checkable
 class UsesReference(Protocol):
     """An objective that may need the reference policy's log-probs (a KL penalty)."""
 

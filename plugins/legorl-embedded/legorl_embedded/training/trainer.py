@@ -101,6 +101,9 @@ class StepResult:
 class EmbeddedTrainer:
     """GRPO-style training in this process: fp32 torch model, AdamW, weights synced to inference."""
 
+    inference_needs: tuple[type, ...] = (LoadsWeights,)
+    """:class:`~lego_rl.kinds.NeedsInference`: every update is pushed to the inference backend."""
+
     def __init__(self, options: EmbeddedTrainerOptions, ctx: BuildContext | None = None) -> None:
         self.options = options
         self.build_ctx = ctx or BuildContext()
