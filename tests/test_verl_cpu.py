@@ -194,7 +194,7 @@ def test_step_losses_match_the_embedded_objective(run: dict[str, Any]) -> None:
     # A step whose trials were split has more outputs than verl's mini-batch (ppo_mini_batch_size x
     # n, counted in outputs) and takes more than one update: compared are the steps of one output a trial.
     steps = [step for step, samples in run["samples"].items() if len(samples) == len(per_trial(samples))]
-    assert 1 in steps
+    assert steps, "no step without a split trial: an attempt retried after an infrastructure failure shifts the script"
     losses = [step_loss(grpo, run["samples"][step], run["metrics"][step]) for step in steps]
     assert any(loss != 0.0 for loss in losses)  # at least one mixed group
 
