@@ -79,6 +79,22 @@ def test_owns_rollout_is_a_claim_not_a_setting(env):
     assert "owns_rollout is False" in breach("trainer.owns-rollout", Marked(), env)
 
 
+class Needs:
+    def __init__(self, needs: Any) -> None:
+        self.inference_needs = needs
+
+    def preflight(self) -> list[Any]:
+        return []
+
+
+def test_inference_needs_are_runtime_checkable_protocols(env):
+    from lego_rl.kinds import LoadsWeights, ScoresTokens
+
+    assert "not a runtime-checkable Protocol" in breach("trainer.inference-needs", Needs((LoadsWeights, dict)), env)
+    assert "not a tuple" in breach("trainer.inference-needs", Needs([LoadsWeights]), env)
+    contract_named("trainer.inference-needs").check(Needs((LoadsWeights, ScoresTokens)), env)
+
+
 class Budget:
     def __init__(self, budget: Any) -> None:
         self.resample_budget = budget

@@ -13,6 +13,7 @@ from lego_rl.kinds import (
     Check,
     ChecksBeforeAgent,
     ChecksBeforeVerify,
+    NeedsInference,
     OwnsRollout,
     ResamplesGroups,
     RestoresRngState,
@@ -34,6 +35,18 @@ def owns_rollout(trainer: Any, env: ContractEnv) -> None:
             trainer.owns_rollout is True,
             f"owns_rollout is {trainer.owns_rollout!r}; a trainer that does not run its own rollouts leaves it out",
         )
+
+
+@contract("trainer", "inference-needs")
+def inference_needs(trainer: Any, env: ContractEnv) -> None:
+    """where declared, inference_needs is a tuple of runtime-checkable Protocols (what plan checks
+    the inference against)"""
+    if isinstance(trainer, NeedsInference):
+        needs = trainer.inference_needs
+        expect(isinstance(needs, tuple), f"inference_needs is {needs!r}, not a tuple")
+        for need in needs:
+            checkable = getattr(need, "_is_protocol", False) and getattr(need, "_is_runtime_protocol", False)
+            expect(checkable, f"inference_needs holds {need!r}, not a runtime-checkable Protocol")
 
 
 @contract("optimizer", "reference")
