@@ -47,6 +47,10 @@ class {{Class}}:
     #
     # OwnsRollout: the trainer runs its own rollouts; apply builds no inference, proxy or pool.
     # owns_rollout: Literal[True] = True
+    #
+    # NeedsInference: what the trainer needs of ctx.inference (Protocols); plan refuses a spec
+    # whose inference lacks one. A trainer that publishes weights needs LoadsWeights.
+    # inference_needs: tuple[type, ...] = (LoadsWeights,)
 
 
 @hookimpl

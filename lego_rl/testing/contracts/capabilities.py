@@ -41,6 +41,7 @@ def owns_rollout(trainer: Any, env: ContractEnv) -> None:
 def inference_needs(trainer: Any, env: ContractEnv) -> None:
     """where declared, inference_needs is a tuple of runtime-checkable Protocols (what plan checks
     the inference against)"""
+    no_fatal_problems(trainer)  # an unfinished trainer fails every behavioural contract
     if isinstance(trainer, NeedsInference):
         needs = trainer.inference_needs
         expect(isinstance(needs, tuple), f"inference_needs is {needs!r}, not a tuple")
