@@ -48,37 +48,41 @@ def test_a_few_attacks_and_the_oracles_on_every_kind():
     assert {name for name, _ in blocked} >= {"reward-txt", "conftest"}
 
 
-def test_resource_attacks_end_as_resource_limit_naming_the_limit():
-    chosen = [a for a in ALL_ATTACKS if a.limits]
-    assert {a.name for a in chosen} >= {"fork-bomb", "disk-fill", "memory-bomb", "launder-verify-memory"}
-    outcomes = run_suite(chosen, workers=3, kinds=("calc",))
-    assert not _bad(outcomes), _bad(outcomes)
-    assert {o.attack.name: o.limits for o in outcomes[2:]}["disk-fill"] == ("storage_mb", "file_size_mb")
-    for o in outcomes[2:]:
-        if o.limits:  # reported on this host: the trial ends naming one
-            assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits
-    assert summary(outcomes)["resource_limits"] >= sum(bool(o.limits) for o in outcomes)
-
-
-def test_laundering_ends_as_the_policys_failure():
-    chosen = [a for a in ALL_ATTACKS if a.category == "launder"]
-    outcomes = run_suite(chosen, workers=3, kinds=("bugfix",))
-    assert not _bad(outcomes), _bad(outcomes)
-    assert summary(outcomes)["infrastructure"] == 0
-    by_name = {o.attack.name: o for o in outcomes[2:]}
-    assert by_name["launder-verify-hang"].termination == Termination.VERIFIER_TIMEOUT
-    assert by_name["launder-many-files"].termination == Termination.RESOURCE_LIMIT
-    assert by_name["launder-sparse-giant"].termination == Termination.RESOURCE_LIMIT
+@pytest.fixture(scope="module")
+def whole_suite():
+    """Every attack on every kind of task on the local backend: one run for the tests below."""
+    return run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED], bugs=[BUG])
 
 
 @pytest.mark.slow
-def test_the_whole_suite_gives_no_false_reward_on_every_kind():
-    outcomes = run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED], bugs=[BUG])
-    figures = summary(outcomes)
-    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and figures["noop_ok"], _bad(outcomes)
-    assert not _bad(outcomes), _bad(outcomes)
+def test_the_whole_suite_gives_no_false_reward_on_every_kind(whole_suite):
+    figures = summary(whole_suite)
+    assert figures["false_rewards"] == 0 and figures["oracle_ok"] and figures["noop_ok"], _bad(whole_suite)
+    assert not _bad(whole_suite), _bad(whole_suite)
     assert figures["attacks"] == len(ALL_ATTACKS) and figures["kinds"] == ["bugfix", "calc", "repo", "shipped"]
     assert figures["infrastructure"] == 0
+
+
+@pytest.mark.slow
+def test_resource_attacks_end_as_resource_limit_naming_the_limit(whole_suite):
+    chosen = {a.name for a in ALL_ATTACKS if a.limits}
+    assert chosen >= {"fork-bomb", "disk-fill", "memory-bomb", "launder-verify-memory"}
+    on_calc = {o.attack.name: o for o in whole_suite if o.attack.name in chosen and o.kind == "calc"}
+    assert set(on_calc) == chosen, "every resource attack runs on the calc task"
+    assert on_calc["disk-fill"].limits == ("storage_mb", "file_size_mb")
+    for o in on_calc.values():
+        if o.limits:  # reported on this host: the trial ends naming one
+            assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits, o
+    assert summary(list(on_calc.values()))["resource_limits"] >= sum(bool(o.limits) for o in on_calc.values())
+
+
+@pytest.mark.slow
+def test_laundering_ends_as_the_policys_failure(whole_suite):
+    laundering = {o.attack.name: o for o in whole_suite if o.attack.category == "launder" and o.kind == "bugfix"}
+    assert set(laundering) == {a.name for a in ALL_ATTACKS if a.category == "launder"}
+    assert laundering["launder-verify-hang"].termination == Termination.VERIFIER_TIMEOUT
+    assert laundering["launder-many-files"].termination == Termination.RESOURCE_LIMIT
+    assert laundering["launder-sparse-giant"].termination == Termination.RESOURCE_LIMIT
 
 
 @pytest.mark.slow
