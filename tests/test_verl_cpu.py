@@ -93,7 +93,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def per_trial(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per trial (its first output), in order."""
-    return list({s["legorl_trial"]: s for s in reversed(samples)}.values())[::-1]
+    first: dict[str, dict[str, Any]] = {}
+    for sample in samples:
+        first.setdefault(sample["legorl_trial"], sample)
+    return list(first.values())
 
 
 pytestmark = pytest.mark.timeout(1500)

@@ -10,6 +10,7 @@ that is 0, since a script is not a greedy choice) and, for MoE models, the route
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -76,12 +77,14 @@ class ScriptedInference:
             if not by_call:
                 turns, index = self.options.turns, self.calls - 1
             else:
-                depth = max(_count(prompt_ids, self._assistant_header()) - 1, 0)
+                depth = max(_count(prompt_ids, self._assistant_header) - 1, 0)
                 turns = by_call[depth] if depth < len(by_call) else []
                 index = self._taken[depth] = self._taken.get(depth, -1) + 1
         return render_turn(turns[index]) if index < len(turns) else self.options.final_text
 
+    @functools.cached_property
     def _assistant_header(self) -> list[int]:
+        """The tokens that open an assistant turn (encoded once, on the first ``by_call`` reply)."""
         return self.tokenizer.encode("<|im_start|>assistant", add_special_tokens=False)
 
     def generate(
