@@ -143,6 +143,8 @@ def main(args: list[str]) -> dict[str, Any]:
         print(
             f"seed {s['seed']}: reward {_f(s['reward_first10'])} -> {_f(s['reward_last10'])}  "
             f"held-out {_f(s['heldout_before'])} -> {_f(s['heldout_after'])}  "
+            f"held-out gains: verified after edit {_f(s['verified_after_edit_gain'])}, "
+            f"tests after change {_f(s['tests_after_change_gain'])}  "
             f"{_f(s['minutes'])} min  {s['run_dir'] or 'FAILED (exit ' + str(s['rc']) + ')'}"
         )
     return result
