@@ -136,3 +136,18 @@ def test_warm_start_demonstrations_check_a_share_and_correct_wrong_guesses(tasks
     assert all(d == [oracle] for d in drawn if check not in d)
     assert {tuple(d) for d in checking} == {(oracle, check), (*[c for c in meta["candidate_commands"] if c != oracle], check, oracle, check)}
     assert all(demonstration_commands(task, i, 0.0) == [oracle] for i in range(20))
+
+
+def test_listed_order_demonstrations_try_the_candidates_as_the_instruction_lists_them(
+    tasks: list[tuple[Path, dict]],
+):
+    check = tasks[0][1]["check_command"]
+    shapes = set()
+    for path, meta in tasks:
+        task = Task(name=path.name, path=path, instruction="", config={"metadata": meta})
+        candidates, oracle = meta["candidate_commands"], meta["oracle_command"]
+        right = candidates.index(oracle)
+        listed = [demonstration_commands(task, i, 1.0, order="listed") for i in range(5)]
+        assert all(d == [step for c in candidates[: right + 1] for step in (c, check)] for d in listed)
+        shapes.add(right)
+    assert shapes == {0, 1}  # both positions occur, so a correction (first listed wrong) is demonstrated

@@ -19,6 +19,7 @@ hash of everything that shapes it, so a rerun of the same spec reuses it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from collections.abc import Callable
@@ -176,11 +177,12 @@ def record_demonstrations(
     sandbox, verifier = build("sandbox"), build("verifier")
     anticheat = [build(f"anticheat.{i}") for i in range(len(spec.anticheat))]
 
-    verify_share = spec.model.warmstart.verify_share if spec.model.warmstart else 0.0
+    warm = spec.model.warmstart
+    verify_share, order = (warm.verify_share, warm.verify_order) if warm else (0.0, "drawn")
 
     def one(index: int) -> tuple[TrialResult, list[Demonstration]]:
         task = tasks[index % len(tasks)]
-        turns = harness.conformance_script(demonstration_commands(task, index, verify_share, spec.run.seed))
+        turns = harness.conformance_script(demonstration_commands(task, index, verify_share, spec.run.seed, order))
         inference = registry.build("inference", "scripted", {"turns": turns}, ctx)
         result, calls = scripted_trial(
             harness=harness, sandbox=sandbox, verifier=verifier, inference=inference,
@@ -200,18 +202,24 @@ def record_demonstrations(
     return [d for _, demos in outcomes for d in demos], [r for r, _ in outcomes]
 
 
-def demonstration_commands(task: Task, index: int, verify_share: float, seed: int = 0) -> list[str]:
+def demonstration_commands(
+    task: Task, index: int, verify_share: float, seed: int = 0, order: str = "drawn"
+) -> list[str]:
     """The shell commands of demonstration ``index`` on ``task``: the oracle's, or (a
     ``verify_share`` of the demonstrations, on tasks with candidate fixes and a check command)
-    a drawn candidate, the check, and after a wrong candidate the oracle's and the check again."""
-    check, candidates = task.check_command, task.candidate_commands
+    candidates each followed by the check, up to the right one: with ``order`` ``drawn`` a
+    drawn candidate and after a wrong one the oracle's, with ``listed`` the candidates in the
+    task's order."""
+    check, candidates, oracle = task.check_command, task.candidate_commands, task.oracle_commands
     rng = random.Random(f"warmstart:{seed}:{task.name}:{index}")
-    if not (check and candidates and task.oracle_commands) or rng.random() >= verify_share:
-        return task.oracle_commands
-    first = rng.choice(candidates)
-    if first in task.oracle_commands:
-        return [first, check]
-    return [first, check, *task.oracle_commands, check]
+    if not (check and candidates and oracle) or rng.random() >= verify_share:
+        return oracle
+    if order == "listed":
+        wrong = list(itertools.takewhile(lambda c: c not in oracle, candidates))
+    else:
+        first = rng.choice(candidates)
+        wrong = [] if first in oracle else [first]
+    return [*(step for command in wrong for step in (command, check)), *oracle, check]
 
 
 def describe_demonstrations(

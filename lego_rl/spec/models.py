@@ -64,6 +64,13 @@ class WarmstartSpec(Strict):
         "rest run the right candidate and stop without testing. RL then learns from the verifier "
         "that testing and correcting pays. 0: none.",
     )
+    verify_order: Literal["drawn", "listed"] = Field(
+        default="drawn",
+        description="Which candidates a checking demonstration tries: drawn (one at random, then "
+        "the right one after a failure) or listed (in the instruction's order, the tests after "
+        "each, up to the one that passes: a systematic agent's order, so a correction follows "
+        "from the test output and the list alone).",
+    )
 
 
 class ModelSpec(Strict):
