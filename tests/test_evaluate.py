@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from lego_rl.data import Attribution, Termination, TrialResult
-from lego_rl.engine.evaluate import constant_baseline, evaluate, summarize
+from lego_rl.engine.evaluate import blind_baseline, constant_baseline, evaluate, summarize
 from lego_rl.kinds import Event, Task
 
 
@@ -74,3 +74,20 @@ def test_constant_baseline_is_the_most_common_oracle_share(tmp_path):
     data = evaluate(Runner(), [task(0, fixes[0]), task(1, fixes[3])], samples=3, label="before", concurrency=1,
                     harness="codex", version=0, emit=events.append)  # fmt: skip
     assert data["constant_baseline"] == 2 / 3  # samples cycle the tasks: t-0, t-1, t-0
+
+
+def test_blind_baseline_is_the_best_fixed_policy_that_edits_without_testing(tmp_path):
+    def task(i: int, fix: str, candidates: list[str]) -> Task:
+        meta = {"oracle_command": fix, "candidate_commands": candidates}
+        return Task(name=f"t-{i}", path=tmp_path, instruction="fix it", config={"metadata": meta})
+
+    a, b, c = (f"sed -i '6s/x/{x}/' /app/*.py" for x in "abc")
+    listed = [task(0, a, [a, b]), task(1, b, [a, b]), task(2, c, [b, c]), task(3, a, [a, c])]
+    assert blind_baseline(listed) == 2 / 4  # the first listed fixes t-0 and t-3; no fix is common to 3
+    assert blind_baseline([task(i, a, [b, a]) for i in range(3)] + [task(3, b, [b, a])]) == 3 / 4
+    plain = [task(0, a, []), task(1, a, []), task(2, b, [])]
+    assert blind_baseline(plain) == constant_baseline(plain) == 2 / 3  # no candidates: the constant answer
+    assert blind_baseline(tasks(tmp_path)) is None  # no oracle
+    data = evaluate(Runner(), listed, samples=4, label="before", concurrency=1, harness="codex", version=0,
+                    emit=lambda e: None)  # fmt: skip
+    assert data["blind_baseline"] == 2 / 4

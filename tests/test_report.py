@@ -63,7 +63,7 @@ def evaluation(store: RunStore, label: str, version: int, success: float, edit: 
         "terminations": {"completed": 6, "max_turns": 2}, "per_task": {"t": success},
         "behaviour": {"trials": 8, "edit_share": edit, "verified_after_edit": verified,
                       "tests_after_change": 0.25, "files_before_edit": 1.5},
-        "seconds": 30.0, "constant_baseline": 0.375,
+        "seconds": 30.0, "constant_baseline": 0.375, "blind_baseline": 0.5,
     }  # fmt: skip
     store.emit(Event("evaluation", data, T0 + version * 10 + 5))
 
@@ -151,6 +151,8 @@ def test_report_figures_from_a_store(tmp_path: Path) -> None:
     assert "reward_curve.png" in md and "| held-out success (before, after) | 0.25 | 0.625 | 0.375 |" in md
     assert r["heldout"]["before"]["constant_baseline"] == r["heldout_baseline"] == 0.375
     assert "most common held-out fix would score 0.375" in md
+    assert r["heldout_blind_baseline"] == 0.5 and r["heldout_over_blind"] == pytest.approx(0.125)
+    assert "edits without testing (a candidate at one place) would score 0.5" in md
 
 
 def test_a_one_step_run_without_evaluations_still_reports(tmp_path: Path) -> None:
@@ -290,14 +292,14 @@ def report_file(run_dir: Path, **figures: Any) -> Path:
 
 def test_bench_learn_aggregates_seed_reports(tmp_path: Path) -> None:
     keys = ("reward_first10", "reward_last10", "gain", "heldout_before", "heldout_after",
-            "heldout_gain", "minutes", "generation_s", "harness_sandbox_s", "verifier_s",
-            "training_s")  # fmt: skip
+            "heldout_gain", "heldout_over_blind", "minutes", "generation_s", "harness_sandbox_s",
+            "verifier_s", "training_s")  # fmt: skip
     rows = [
-        (0.2, 0.6, 0.4, 0.3, 0.6, 0.3, 9.0, 4.0, 2.0, 1.0, 3.0),
-        (0.3, 0.5, 0.2, 0.4, 0.6, 0.2, 11.0, 6.0, 4.0, 1.0, 5.0),
-        (0.1, 0.5, 0.4, None, None, None, 10.0, 5.0, 3.0, 1.0, 4.0),  # no held-out evaluation
+        (0.2, 0.6, 0.4, 0.3, 0.6, 0.3, 0.1, 9.0, 4.0, 2.0, 1.0, 3.0),
+        (0.3, 0.5, 0.2, 0.4, 0.6, 0.2, -0.05, 11.0, 6.0, 4.0, 1.0, 5.0),
+        (0.1, 0.5, 0.4, None, None, None, None, 10.0, 5.0, 3.0, 1.0, 4.0),  # no held-out evaluation
     ]
-    seeds = [dict(zip(keys, row)) for row in rows]
+    seeds = [dict(zip(keys, row, strict=True)) for row in rows]
     per_seed = []
     for i, figures in enumerate(seeds):
         run_dir = report_file(tmp_path / f"seed{i}", **figures)
@@ -312,12 +314,13 @@ def test_bench_learn_aggregates_seed_reports(tmp_path: Path) -> None:
     assert out["minutes"] == pytest.approx((12 + 13 + 14 + 0.5) / 4)  # wall time of each apply
     assert out["run_minutes"] == pytest.approx(10.0)  # the stores' own durations
     assert out["generation_s"] == pytest.approx(5.0) and out["training_s"] == pytest.approx(4.0)
-    assert out["targets_met"] == {"heldout_gain": True, "gain": True, "minutes": True}
+    assert out["heldout_over_blind"] == pytest.approx(0.025)
+    assert out["targets_met"] == {"heldout_gain": True, "heldout_over_blind": True, "gain": True, "minutes": True}
     assert out["all_targets_met"] is False  # a seed failed
     assert out["per_seed"][0]["heldout_after"] == 0.6
     assert json.loads(json.dumps(out)) == out
-    low = aggregate([{**per_seed[0], "gain": 0.1, "minutes": 25.0}])
-    assert low["targets_met"] == {"heldout_gain": True, "gain": False, "minutes": False}
+    low = aggregate([{**per_seed[1], "gain": 0.1, "minutes": 25.0}])
+    assert low["targets_met"] == {"heldout_gain": False, "heldout_over_blind": False, "gain": False, "minutes": False}
     unknown = aggregate([seed_figures({"seed": 0, "rc": 1, "run_dir": None, "minutes": 1.0}, None)])
     assert unknown["heldout_gain"] is None and not unknown["targets_met"]["heldout_gain"]
     assert not math.isnan(unknown["minutes"])

@@ -3,8 +3,8 @@
 Each evaluation runs ``samples`` trials (the held-out tasks cycled) through the same runner
 as training (harness, proxy, sandbox, anti-cheat, verifier), ``run.concurrency`` at a time,
 and emits one ``evaluation`` event: success rate, termination reasons, behaviour measures,
-timing and the constant-answer baseline (what always sending the most common oracle fix would
-score). Nothing from these trials is trained on. ``apply`` evaluates before the first
+timing, the constant-answer baseline (what always sending the most common oracle fix would
+score) and the blind baseline (the best fixed policy that edits without testing). Nothing from these trials is trained on. ``apply`` evaluates before the first
 step and after the last, so the two numbers compare the policy the run started from with the
 one it ended with.
 """
@@ -66,7 +66,8 @@ def evaluate(
         label=label,
         policy_version=version,
         seconds=time.time() - started,
-        constant_baseline=constant_baseline([tasks[i % len(tasks)] for i in range(samples)]),
+        constant_baseline=constant_baseline(drawn := [tasks[i % len(tasks)] for i in range(samples)]),
+        blind_baseline=blind_baseline(drawn),
     )
     emit(Event("evaluation", data, time.time()))
     return data
@@ -96,6 +97,21 @@ def constant_baseline(tasks: list[Task]) -> float | None:
     if not fixes or not all(fixes):
         return None
     return Counter(fixes).most_common(1)[0][1] / len(fixes)
+
+
+def blind_baseline(tasks: list[Task]) -> float | None:
+    """The success of the best fixed policy that edits without testing: always the most common
+    oracle fix (:func:`constant_baseline`), or, where the tasks name candidate fixes, always the
+    candidate listed at one place (the share of these samples whose fix is listed there, at the
+    best place; a task whose fix is not listed there fails). None when the tasks have no
+    oracle. Success above it needs what only running the tests tells."""
+    constant = constant_baseline(tasks)
+    if constant is None:
+        return None
+    places = Counter(
+        i for t in tasks for i, command in enumerate(t.candidate_commands) if command in t.oracle_commands
+    )
+    return max(constant, max(places.values(), default=0) / len(tasks))
 
 
 def _per_task(results: list[TrialResult]) -> dict[str, float]:

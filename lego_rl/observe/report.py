@@ -49,7 +49,7 @@ SPLIT = (*PARTS, "training_s")
 """The time split's parts, in the order they are shown."""
 HELDOUT_FIELDS = (
     "success", "samples", "scored", "infrastructure_failures", "policy_version", "seconds",
-    "per_task", "constant_baseline",
+    "per_task", "constant_baseline", "blind_baseline",
 )  # fmt: skip
 HEADLINE = (
     "reward_first10", "reward_last10", "gain", "reward_trained_first10", "reward_trained_last10",
@@ -123,6 +123,8 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "heldout_after": heldout_after,
         "heldout_gain": _diff(heldout_after, heldout_before),
         "heldout_baseline": _number(after.get("constant_baseline", before.get("constant_baseline"))),
+        "heldout_blind_baseline": (blind := _number(after.get("blind_baseline", before.get("blind_baseline")))),
+        "heldout_over_blind": _diff(heldout_after, blind),
         **{
             f"{key}_gain": _diff(
                 _number((after.get("behaviour") or {}).get(key)), _number((before.get("behaviour") or {}).get(key))
@@ -346,7 +348,7 @@ def markdown(report: dict[str, Any]) -> str:
         _row("held-out success (before, after)", r["heldout_before"], r["heldout_after"],
              r["heldout_gain"]),
         "",
-        *_baseline_line(r.get("heldout_baseline")),
+        *_baseline_line(r.get("heldout_baseline"), r.get("heldout_blind_baseline")),
         f"Informative groups (mixed rewards): {fmt(r['informative_share'])} of all groups.",
         "",
         f"Time per step (s): {split}.",
@@ -408,11 +410,15 @@ def hacking_lines(h: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _baseline_line(baseline: float | None) -> list[str]:
-    """The held-out constant-answer baseline, when the evaluation knew one."""
-    if baseline is None:
+def _baseline_line(constant: float | None, blind: float | None) -> list[str]:
+    """The held-out baselines, when the evaluation knew them: the constant answer, and the best
+    fixed policy that edits without testing where it scores more."""
+    if constant is None:
         return []
-    return [f"Always sending the most common held-out fix would score {fmt(baseline)}.", ""]
+    line = f"Always sending the most common held-out fix would score {fmt(constant)}."
+    if blind is not None and blind > constant:
+        line += f" The best fixed policy that edits without testing (a candidate at one place) would score {fmt(blind)}."
+    return [line, ""]
 
 
 def split_text(mean: dict[str, float | None]) -> str:
