@@ -85,6 +85,11 @@ def test_blind_baseline_is_the_best_fixed_policy_that_edits_without_testing(tmp_
     listed = [task(0, a, [a, b]), task(1, b, [a, b]), task(2, c, [b, c]), task(3, a, [a, c])]
     assert blind_baseline(listed) == 2 / 4  # the first listed fixes t-0 and t-3; no fix is common to 3
     assert blind_baseline([task(i, a, [b, a]) for i in range(3)] + [task(3, b, [b, a])]) == 3 / 4
+    # the fix predictable from the candidates alone (whatever their order): a fixed policy learns it
+    told = [task(0, a, [a, b]), task(1, a, [b, a]), task(2, c, [b, c]), task(3, c, [c, b]), task(4, a, [a, b]),
+            task(5, c, [b, c])]  # fmt: skip
+    assert constant_baseline(told) == 3 / 6 and blind_baseline(told) == 1.0
+    assert blind_baseline([task(0, a, [a, b]), task(1, b, [a, b])]) == 1 / 2  # the same candidates, either fix
     plain = [task(0, a, []), task(1, a, []), task(2, b, [])]
     assert blind_baseline(plain) == constant_baseline(plain) == 2 / 3  # no candidates: the constant answer
     assert blind_baseline(tasks(tmp_path)) is None  # no oracle

@@ -100,18 +100,36 @@ def constant_baseline(tasks: list[Task]) -> float | None:
 
 
 def blind_baseline(tasks: list[Task]) -> float | None:
-    """The success of the best fixed policy that edits without testing: always the most common
-    oracle fix (:func:`constant_baseline`), or, where the tasks name candidate fixes, always the
-    candidate listed at one place (the share of these samples whose fix is listed there, at the
-    best place; a task whose fix is not listed there fails). None when the tasks have no
-    oracle. Success above it needs what only running the tests tells."""
+    """The success of the best fixed policy that edits without testing, of three: always the
+    most common oracle fix (:func:`constant_baseline`); where the tasks name candidate fixes,
+    always the candidate listed at one place; or the candidate that was the fix most often
+    among the other samples offering the same candidates (leave-one-out, a guess among them
+    where no other does), which a policy can learn when the fix is predictable from the
+    candidates alone. None when the tasks have no oracle. Success above it needs what only
+    running the tests tells."""
     constant = constant_baseline(tasks)
     if constant is None:
         return None
     places = Counter(
         i for t in tasks for i, command in enumerate(t.candidate_commands) if command in t.oracle_commands
     )
-    return max(constant, max(places.values(), default=0) / len(tasks))
+    return max(constant, max(places.values(), default=0) / len(tasks), _same_candidates_rule(tasks))
+
+
+def _same_candidates_rule(tasks: list[Task]) -> float:
+    """Leave-one-out success of answering each sample with the fix most common among the other
+    samples offering the same candidate set (ties and unseen sets: a uniform guess)."""
+    offered = [(frozenset(t.candidate_commands), tuple(t.oracle_commands)) for t in tasks if t.candidate_commands]
+    fixes: dict[frozenset[str], Counter[tuple[str, ...]]] = {}
+    for key, fix in offered:
+        fixes.setdefault(key, Counter())[fix] += 1
+    score = 0.0
+    for key, fix in offered:
+        others = fixes[key] - Counter({fix: 1})
+        best = max(others.values(), default=0)
+        winners = [f for f, n in others.items() if n == best] if best else []
+        score += (fix in winners) / len(winners) if winners else 1 / len(key)
+    return score / len(tasks)
 
 
 def _per_task(results: list[TrialResult]) -> dict[str, float]:

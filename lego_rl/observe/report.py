@@ -417,7 +417,7 @@ def _baseline_line(constant: float | None, blind: float | None) -> list[str]:
         return []
     line = f"Always sending the most common held-out fix would score {fmt(constant)}."
     if blind is not None and blind > constant:
-        line += f" The best fixed policy that edits without testing (a candidate at one place) would score {fmt(blind)}."
+        line += f" The best fixed policy that edits without testing (the candidate at one place in the list, or the fix most often offered with the same candidates) would score {fmt(blind)}."
     return [line, ""]
 
 
