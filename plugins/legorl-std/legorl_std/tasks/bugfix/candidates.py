@@ -8,8 +8,11 @@ first comparison, spaced arithmetic operator or integer (``sed -i -E '6s/ [-+*\\
 /app/*.py``), whichever of the bug, the fix or the decoy is there, so a second one undoes the
 first: an agent that tries one, runs the tests and reads that they fail can still fix the
 bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). Editing
-without verifying succeeds as often as it guesses (one in two); verifying and correcting
-always does.
+without verifying succeeds one time in two by a blind guess; verifying and correcting always
+does. The fix is still predictable from the candidates alone: held-out tasks reuse the
+templates' sites, whose fix is fixed (the decoy is drawn around it), so a policy that
+remembers which of a site's candidates was the fix scores 0.97 on 128 held-out tasks without
+testing (measured by :func:`lego_rl.engine.evaluate.blind_baseline`, which the report prints).
 """
 
 from __future__ import annotations
