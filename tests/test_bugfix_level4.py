@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from legorl_std.tasks.bugfix.candidates import (
     rewrite_command,
 )
 
+from lego_rl.engine.evaluate import blind_baseline
 from lego_rl.engine.warmstart import demonstration_commands
 from lego_rl.kinds import Task
 
@@ -151,3 +153,22 @@ def test_listed_order_demonstrations_try_the_candidates_as_the_instruction_lists
         assert all(d == [step for c in candidates[: right + 1] for step in (c, check)] for d in listed)
         shapes.add(right)
     assert shapes == {0, 1}  # both positions occur, so a correction (first listed wrong) is demonstrated
+
+
+def test_the_fix_is_drawn_per_task_so_no_fixed_policy_reads_it_from_the_candidates():
+    """Held-out tasks reuse the templates' sites; were a site's fix always the template's, a
+    policy remembering each candidate set's fix would score ~0.97 without testing."""
+
+    def as_task(t) -> Task:
+        meta = {"oracle_command": t.oracle_command, "candidate_commands": list(t.candidate_commands)}
+        return Task(name=t.name, path=Path("."), instruction=t.instruction, config={"metadata": meta})
+
+    train = generate_tasks(256, seed=0, split="train", levels=[4], kinds=KINDS)
+    heldout = generate_tasks(128, seed=0, split="heldout", levels=[4], kinds=KINDS)
+    assert blind_baseline([as_task(t) for t in heldout]) <= 0.65
+    remembered: dict[frozenset[str], Counter[str]] = {}
+    for t in train:
+        remembered.setdefault(frozenset(t.candidate_commands), Counter())[t.oracle_command] += 1
+    hits = [(remembered.get(frozenset(t.candidate_commands)) or Counter({"": 1})).most_common(1)[0][0] == t.oracle_command
+            for t in heldout]  # fmt: skip
+    assert sum(hits) / len(hits) <= 0.65  # what a policy fitted on the training tasks gets right

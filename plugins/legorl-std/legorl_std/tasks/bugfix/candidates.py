@@ -8,11 +8,13 @@ first comparison, spaced arithmetic operator or integer (``sed -i -E '6s/ [-+*\\
 /app/*.py``), whichever of the bug, the fix or the decoy is there, so a second one undoes the
 first: an agent that tries one, runs the tests and reads that they fail can still fix the
 bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). Editing
-without verifying succeeds one time in two by a blind guess; verifying and correcting always
-does. The fix is still predictable from the candidates alone: held-out tasks reuse the
-templates' sites, whose fix is fixed (the decoy is drawn around it), so a policy that
-remembers which of a site's candidates was the fix scores 0.97 on 128 held-out tasks without
-testing (measured by :func:`lego_rl.engine.evaluate.blind_baseline`, which the report prints).
+without verifying succeeds one time in two; verifying and correcting always does. Which of
+the two is correct is drawn per task (:func:`rewritten`: one time in two the decoy's rewrite
+is the correct code, the expected values computed from it, and the template's fix is the
+decoy), so the fix cannot be told from the candidates either: held-out tasks reuse the
+templates' sites, and with a fixed fix per site a policy that remembered each candidate set's
+fix scored 0.97 on 128 held-out tasks without testing (generator version 8; the blind
+baseline of :func:`lego_rl.engine.evaluate.blind_baseline`, which the report prints).
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class Candidates:
     """One-token rewrites of the buggy line; exactly one gives the fixed module."""
     correct: int
     """Index of the fix in ``commands``."""
+    decoy: str
+    """The decoy's token."""
     tests_source: str
     """``/app/tests/run_tests.py``."""
 
@@ -100,6 +104,18 @@ def apply_rewrite(line: str, cls: TokenClass, target: str) -> str:
     return cls.python.sub(lambda _: replacement, line, count=1)
 
 
+def rewritten(fixed_source: str, buggy_source: str, line_number: int, target: str) -> str:
+    """``fixed_source`` with line ``line_number``'s differing token (the first of its class)
+    rewritten to ``target``: another candidate as the correct code."""
+    lines = fixed_source.splitlines(keepends=True)
+    buggy_line = buggy_source.splitlines(keepends=True)[line_number - 1]
+    cls = token_class(target)
+    if cls is None or apply_rewrite(buggy_line, cls, target) == buggy_line:
+        raise ValueError(f"{target!r} rewrites nothing on line {line_number}")
+    lines[line_number - 1] = apply_rewrite(buggy_line, cls, target)
+    return "".join(lines)
+
+
 def draw_candidates(
     *,
     rng: random.Random,
@@ -113,6 +129,7 @@ def draw_candidates(
     cases: list[tuple[Any, ...]],
     expected: list[Any],
     fails: Callable[[str], bool],
+    decoys: list[str] | None = None,
 ) -> Candidates | None:
     """The fix and a drawn decoy for one bug, or None when there is none.
 
@@ -120,7 +137,7 @@ def draw_candidates(
     :class:`TokenClass`); ``cases`` the visible cases and ``expected`` the fixed module's
     answers; ``fails(source)`` says whether module ``source`` gets a visible case wrong. A
     decoy must fail a visible case, and each rewrite must give its line from the buggy, the
-    fixed and the decoy line.
+    fixed and the decoy line. ``decoys``: the tokens to draw from (default :func:`alternatives`).
     """
     cls = token_class(fix)
     if cls is None or token_class(bug) is not cls:
@@ -130,7 +147,7 @@ def draw_candidates(
     if apply_rewrite(buggy_line, cls, fix) != fixed_line:
         return None  # the class's first match on the line is not the bug
     usable = []
-    for decoy in alternatives(fix, bug):
+    for decoy in alternatives(fix, bug) if decoys is None else decoys:
         decoy_line = apply_rewrite(fixed_line, cls, decoy)
         starts = (buggy_line, fixed_line, decoy_line)
         if all(apply_rewrite(s, cls, fix) == fixed_line for s in starts) and all(
@@ -146,6 +163,7 @@ def draw_candidates(
     return Candidates(
         commands=tuple(rewrite_command(line_number, cls, t) for t in targets),
         correct=targets.index(fix),
+        decoy=decoy,
         tests_source=visible_tests(module, function, cases, expected),
     )
 

@@ -137,15 +137,27 @@ def build_task(
     seed: int = 0,
     split: str = "train",
     index: int = 0,
+    fix: str | None = None,
+    decoy: str | None = None,
 ) -> BugfixTask:
-    """Render one (template, bug, names, level) and check it fails as intended."""
+    """Render one (template, bug, names, level) and check it fails as intended.
+
+    At level 4 the correct code is, one time in two, the decoy's rewrite of the fixed line
+    (``fix``, with ``decoy`` the template's fix), so which candidate fixes a site is
+    drawn per task: remembering a site's fix does not tell it, only running the tests does."""
     functions = _kept(template, bug.call) if level in (1, 4) else list(template.functions)
     fixed_source = f'"""{template.doc}"""\n\n\n' + "\n\n".join(f.code.format(**names) for f in functions)
+    if level == 4:  # the template's docstring tells its fix; at level 4 either candidate may be
+        fixed_source = re.sub(
+            rf'(def {re.escape(names[bug.call])}\(.*\n\s+)""".*"""', r'\1"""What its tests expect."""', fixed_source, count=1
+        )
     fixed_frag, buggy_frag = bug.fixed.format(**names), bug.buggy.format(**names)
     if fixed_source.count(fixed_frag) != 1:
         raise GeneratorError(f"template {template.doc!r}: {fixed_frag!r} must occur exactly once")
     buggy_source = fixed_source.replace(fixed_frag, buggy_frag)
     line_number = fixed_source[: fixed_source.index(fixed_frag)].count("\n") + 1
+    if fix is not None:
+        fixed_source = level4.rewritten(fixed_source, buggy_source, line_number, fix)
     fixed_line = fixed_source.splitlines()[line_number - 1].strip()
     buggy_line = buggy_source.splitlines()[line_number - 1].strip()
     module, function = names["mod"], names[bug.call]
@@ -153,6 +165,8 @@ def build_task(
     correct, broken = _load(fixed_source), _load(buggy_source)
     cases = [(names[f.call], args) for f in functions for args in f.cases]
     expected = {i: _outcome(correct, fn, args) for i, (fn, args) in enumerate(cases)}
+    if any(_raises(v) for v in expected.values()):
+        raise GeneratorError(f"template {template.doc!r}, bug {bug}, fix {fix!r}: the correct code raises on a case")
     failing = [
         i for i, (fn, args) in enumerate(cases)
         if fn == function and not _same(_outcome(broken, fn, args), expected[i])
@@ -174,7 +188,7 @@ def build_task(
     fn, args = cases[example]
     call = f"{fn}({', '.join(map(repr, args))})"
     got = _outcome(broken, fn, args)
-    wrong = f"raises `{got[1]}`" if isinstance(got, tuple) and got[:1] == ("raises",) else f"returns `{got!r}`"
+    wrong = f"raises `{got[1]}`" if _raises(got) else f"returns `{got!r}`"
     first = f"In `/app/{module}.py`, `{call}` {wrong} instead of `{expected[example]!r}`."
     choice = None
     if level == 4:
@@ -188,9 +202,16 @@ def build_task(
             rng=rng, bug=bad, fix=good, buggy_source=buggy_source, fixed_source=fixed_source,
             line_number=line_number, module=module, function=function,
             cases=[args for args, _ in visible], expected=[want for _, want in visible], fails=fails_visible,
+            decoys=None if decoy is None else [decoy],
         )  # fmt: skip
         if choice is None:
             raise NoDecoy(f"template {template.doc!r}, bug {bug}: no one-token decoy fix fails a visible case")
+        if fix is None and rng.random() < 0.5:
+            try:  # the decoy is the correct code, the template's fix the decoy
+                return build_task(template, bug, names, level, rng, seed=seed, split=split, index=index,
+                                  fix=choice.decoy, decoy=good)  # fmt: skip
+            except ValueError:  # GeneratorError included
+                pass  # the bug would fail fewer than two cases of that code: the template's fix stays
         oracle = choice.commands[choice.correct]
     if level == 1:
         hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`; `{oracle}` fixes it."
@@ -265,6 +286,10 @@ def _outcome(namespace: dict[str, Any], fn: str, args: tuple[Any, ...]) -> Any:
         return namespace[fn](*copy.deepcopy(args))
     except Exception as exc:  # noqa: BLE001 (a buggy module may raise; that is an outcome too)
         return ("raises", type(exc).__name__)
+
+
+def _raises(outcome: Any) -> bool:
+    return isinstance(outcome, tuple) and outcome[:1] == ("raises",)
 
 
 def _same(got: Any, want: Any) -> bool:
