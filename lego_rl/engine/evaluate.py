@@ -4,9 +4,9 @@ Each evaluation runs ``samples`` trials (the held-out tasks cycled) through the 
 as training (harness, proxy, sandbox, anti-cheat, verifier), ``run.concurrency`` at a time,
 and emits one ``evaluation`` event: success rate, termination reasons, behaviour measures,
 timing, the constant-answer baseline (what always sending the most common oracle fix would
-score) and the blind baseline (the best fixed policy that edits without testing). Nothing from these trials is trained on. ``apply`` evaluates before the first
-step and after the last, so the two numbers compare the policy the run started from with the
-one it ended with.
+score) and the blind baseline (the best fixed policy that edits without testing). Nothing from
+these trials is trained on. ``apply`` evaluates before the first step and after the last, so
+the two numbers compare the policy the run started from with the one it ended with.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def build_task(
     drawn per task: remembering a site's fix does not tell it, only running the tests does."""
     functions = _kept(template, bug.call) if level in (1, 4) else list(template.functions)
     fixed_source = f'"""{template.doc}"""\n\n\n' + "\n\n".join(f.code.format(**names) for f in functions)
-    if level == 4:  # the template's docstring tells its fix; at level 4 either candidate may be
+    if level == 4:  # the template's docstring tells its fix; here either candidate may be correct
         fixed_source = re.sub(
             rf'(def {re.escape(names[bug.call])}\(.*\n\s+)""".*"""', r'\1"""What its tests expect."""', fixed_source, count=1
         )
@@ -211,7 +211,7 @@ def build_task(
                 return build_task(template, bug, names, level, rng, seed=seed, split=split, index=index,
                                   fix=choice.decoy, decoy=good)  # fmt: skip
             except ValueError:  # GeneratorError included
-                pass  # the bug would fail fewer than two cases of that code: the template's fix stays
+                pass  # that code raises on a case or the bug fails too few of its cases: the template's fix stays
         oracle = choice.commands[choice.correct]
     if level == 1:
         hint = f"The bug is on the line `{buggy_line}`: `{bad}` should be `{good}`; `{oracle}` fixes it."
