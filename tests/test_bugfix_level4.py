@@ -48,12 +48,13 @@ def run(task_dir: Path, scratch: Path, commands: list[str]) -> tuple[str, list[i
     return (logs / "reward.txt").read_text().strip(), codes
 
 
-@pytest.fixture(scope="module")
-def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, dict]]:
+@pytest.fixture(scope="module", params=[False, True], ids=["inline", "fix-files"])
+def tasks(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> list[tuple[Path, dict]]:
+    """Tasks with the candidates in the instruction, and as sed scripts (``fix_files``)."""
     root = tmp_path_factory.mktemp("level4")
     out = []
     for split in ("train", "heldout"):
-        for task in generate_tasks(16, seed=2, split=split, levels=[4], kinds=KINDS):
+        for task in generate_tasks(16, seed=2, split=split, levels=[4], kinds=KINDS, fix_files=request.param):
             write_task(task, root / task.name)
             out.append((root / task.name, tomllib.loads((root / task.name / "task.toml").read_text())["metadata"]))
     return out
@@ -99,6 +100,28 @@ def test_instruction_names_the_line_the_candidates_and_the_check():
     assert all(name not in c for c in task.candidate_commands for name in (task.module, task.function))
     patterns = {c.split("s/", 1)[1].split("/")[0] for t in generate_tasks(64, levels=[4], kinds=KINDS) for c in t.candidate_commands}
     assert len(patterns) <= 3, patterns  # one pattern per token class: nothing task-specific to copy
+
+
+def test_fix_files_offer_the_same_two_commands_for_every_task_and_ship_each_rewrite(tmp_path: Path):
+    """With ``fix_files`` the choice is one token: the commands are fixed, the scripts are the
+    inline form's rewrites (same draws, so the same fix at the same place)."""
+    inline = generate_tasks(32, seed=3, split="heldout", levels=[4], kinds=KINDS)
+    files = generate_tasks(32, seed=3, split="heldout", levels=[4], kinds=KINDS, fix_files=True)
+    assert {t.candidate_commands for t in files} == {
+        ("sed -i -E -f /app/fixes/1.sed /app/*.py", "sed -i -E -f /app/fixes/2.sed /app/*.py")
+    }
+    assert {t.oracle_command for t in files} == set(files[0].candidate_commands)  # either place is correct
+    for a, b in zip(inline, files, strict=True):
+        assert [c.split("'")[1] + "\n" for c in a.candidate_commands] == list(b.fix_scripts)
+        assert (a.buggy_source, a.fixed_source, a.candidate_commands.index(a.oracle_command)) == (
+            b.buggy_source, b.fixed_source, b.candidate_commands.index(b.oracle_command)
+        )
+        assert all(f"`{c}`" in b.instruction for c in b.candidate_commands)
+    write_task(files[0], tmp_path / "t")
+    assert sorted(p.name for p in (tmp_path / "t" / "environment" / "app" / "fixes").iterdir()) == ["1.sed", "2.sed"]
+    assert tomllib.loads((tmp_path / "t" / "task.toml").read_text())["metadata"]["candidate_commands"] == list(
+        files[0].candidate_commands
+    )
 
 
 def test_rewrites_match_any_candidate_token_and_escape_what_sed_reads(tmp_path: Path):

@@ -39,6 +39,12 @@ class BugfixOptions(BaseModel):
     kinds: list[BugKind] = Field(
         default_factory=lambda: list(BUG_KINDS), min_length=1, description="Bug kinds, cycled over the tasks."
     )
+    fix_files: bool = Field(
+        default=False,
+        description="Level 4: each candidate fix is a sed script in /app/fixes/ and the instruction offers "
+        "`sed -i -E -f /app/fixes/1.sed /app/*.py` and `.../2.sed`, the same two commands for every task, "
+        "so choosing a candidate (or switching after a failed test run) is one token.",
+    )
     dir: str | None = Field(
         default=None,
         description="Cache directory (relative to the spec); default <run dir>/bugfix, "
@@ -66,7 +72,7 @@ class BugfixTasks:
 
     def tasks(self) -> list[Task]:
         o = self.options
-        dirs = ensure_tasks(self.root, o.count, o.seed, o.split, list(o.levels), list(o.kinds))
+        dirs = ensure_tasks(self.root, o.count, o.seed, o.split, list(o.levels), list(o.kinds), o.fix_files)
         return [load_task(d) for d in dirs]
 
 

@@ -5,7 +5,8 @@ Each task is a tiny module (one or two functions) with exactly one injected bug 
 return variable) at level 1 (the instruction names the wrong token and, last, the one `sed`
 command that fixes it), 2 (it says what the function should return), 3 (only a failing
 example) or 4 (the line and two candidate fixes, told apart only by the visible tests the
-agent can run; see :mod:`legorl_std.tasks.bugfix.candidates`). Tasks are deterministic in
+agent can run, given inline as sed commands or, with ``fix_files``, as sed scripts in
+``/app/fixes/``; see :mod:`legorl_std.tasks.bugfix.candidates`). Tasks are deterministic in
 (seed, split, index); the held-out split draws from identifiers disjoint from train's.
 """
 

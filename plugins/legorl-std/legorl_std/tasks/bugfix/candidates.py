@@ -7,7 +7,11 @@ the hidden tests that give the reward check every function). Each rewrite matche
 first comparison, spaced arithmetic operator or integer (``sed -i -E '6s/ [-+*\\/] / - /'
 /app/*.py``), whichever of the bug, the fix or the decoy is there, so a second one undoes the
 first: an agent that tries one, runs the tests and reads that they fail can still fix the
-bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). Editing
+bug. Like level 1's, the commands name no identifier (the module is ``/app/*.py``). With
+``fix_files`` each rewrite is a sed script of the task instead (``/app/fixes/1.sed``, applied by
+``sed -i -E -f /app/fixes/1.sed /app/*.py``), so the candidate commands of all tasks are the
+same two and choosing one, or switching to the other after a failed test run, is one token:
+what the agent has to get right is the decision, not copying a pattern. Editing
 without verifying succeeds one time in two; verifying and correcting always does. Which of
 the two is correct is drawn per task (:func:`rewritten`: one time in two the decoy's rewrite
 is the correct code, the expected values computed from it, and the template's fix is the
@@ -29,6 +33,8 @@ VISIBLE_TESTS_PATH = "tests/run_tests.py"
 """Where the visible tests live, relative to /app (outside the ``/app/*.py`` the fixes edit)."""
 CHECK_COMMAND = f"python3 /app/{VISIBLE_TESTS_PATH}"
 """How the agent runs the visible tests (named in the instruction and the task's metadata)."""
+FIX_SCRIPT_PATH = "fixes/{n}.sed"
+"""Where candidate ``n`` (from 1) lives as a sed script with ``fix_files``, relative to /app."""
 
 SWAPS: tuple[tuple[str, ...], ...] = (
     ("<=", ">=", "<", ">", "==", "!="),
@@ -80,6 +86,8 @@ class Candidates:
     """The decoy's token."""
     tests_source: str
     """``/app/tests/run_tests.py``."""
+    scripts: tuple[str, ...] = ()
+    """With ``fix_files``: the sed script of each command, in the same order."""
 
 
 def alternatives(token: str, bug: str) -> list[str]:
@@ -91,11 +99,20 @@ def alternatives(token: str, bug: str) -> list[str]:
     return [o for o in others if o not in (token, bug)]
 
 
-def rewrite_command(line_number: int, cls: TokenClass, target: str) -> str:
-    """``sed -i -E 'Ns/CLASS/target/' /app/*.py``: the first token of ``cls`` on line N becomes
-    ``target``."""
+def rewrite_expression(line_number: int, cls: TokenClass, target: str) -> str:
+    """``Ns/CLASS/target/``: the first token of ``cls`` on line N becomes ``target``."""
     replacement = re.sub(r"([\\&/])", r"\\\1", cls.replacement(target))
-    return f"sed -i -E '{line_number}s/{cls.sed}/{replacement}/' /app/*.py"
+    return f"{line_number}s/{cls.sed}/{replacement}/"
+
+
+def rewrite_command(line_number: int, cls: TokenClass, target: str) -> str:
+    """``sed -i -E 'Ns/CLASS/target/' /app/*.py``: :func:`rewrite_expression` on the module."""
+    return f"sed -i -E '{rewrite_expression(line_number, cls, target)}' /app/*.py"
+
+
+def script_command(n: int) -> str:
+    """``sed -i -E -f /app/fixes/N.sed /app/*.py``: candidate ``n``'s script on the module."""
+    return f"sed -i -E -f /app/{FIX_SCRIPT_PATH.format(n=n)} /app/*.py"
 
 
 def apply_rewrite(line: str, cls: TokenClass, target: str) -> str:
@@ -130,6 +147,7 @@ def draw_candidates(
     expected: list[Any],
     fails: Callable[[str], bool],
     decoys: list[str] | None = None,
+    fix_files: bool = False,
 ) -> Candidates | None:
     """The fix and a drawn decoy for one bug, or None when there is none.
 
@@ -137,7 +155,9 @@ def draw_candidates(
     :class:`TokenClass`); ``cases`` the visible cases and ``expected`` the fixed module's
     answers; ``fails(source)`` says whether module ``source`` gets a visible case wrong. A
     decoy must fail a visible case, and each rewrite must give its line from the buggy, the
-    fixed and the decoy line. ``decoys``: the tokens to draw from (default :func:`alternatives`).
+    fixed and the decoy line. ``decoys``: the tokens to draw from (default :func:`alternatives`);
+    ``fix_files``: each candidate a script (:data:`FIX_SCRIPT_PATH`), the commands the same for
+    every task.
     """
     cls = token_class(fix)
     if cls is None or token_class(bug) is not cls:
@@ -160,11 +180,15 @@ def draw_candidates(
     decoy = rng.choice(usable)
     targets = [fix, decoy]
     rng.shuffle(targets)
+    scripts = tuple(f"{rewrite_expression(line_number, cls, t)}\n" for t in targets) if fix_files else ()
     return Candidates(
-        commands=tuple(rewrite_command(line_number, cls, t) for t in targets),
+        commands=tuple(
+            script_command(n) if fix_files else rewrite_command(line_number, cls, t) for n, t in enumerate(targets, 1)
+        ),
         correct=targets.index(fix),
         decoy=decoy,
         tests_source=visible_tests(module, function, cases, expected),
+        scripts=scripts,
     )
 
 

@@ -60,6 +60,8 @@ class BugfixTask:
     check_command: str = ""
     """Level 4: the command that runs the visible tests (``/app/run_tests.py``)."""
     visible_tests_source: str = ""
+    fix_scripts: tuple[str, ...] = ()
+    """Level 4 with ``fix_files``: candidate n's sed script (``/app/fixes/n.sed``) at n-1."""
 
 
 def generate_tasks(
@@ -68,8 +70,9 @@ def generate_tasks(
     split: str = "train",
     levels: Sequence[int] = DEFAULT_LEVELS,
     kinds: Sequence[str] = BUG_KINDS,
+    fix_files: bool = False,
 ) -> list[BugfixTask]:
-    """Tasks 0..count-1; task i depends only on (seed, split, levels, kinds, i).
+    """Tasks 0..count-1; task i depends only on (seed, split, levels, kinds, fix_files, i).
 
     An index redraws (up to MAX_ATTEMPTS times) while its buggy module repeats an earlier one.
     """
@@ -78,7 +81,7 @@ def generate_tasks(
     tasks = []
     for index in range(count):
         for attempt in range(MAX_ATTEMPTS):
-            task = generate_task(seed, split, index, levels, kinds, attempt)
+            task = generate_task(seed, split, index, levels, kinds, attempt, fix_files=fix_files)
             if task.buggy_source not in seen:
                 break
         seen.add(task.buggy_source)
@@ -93,11 +96,13 @@ def generate_task(
     levels: Sequence[int] = DEFAULT_LEVELS,
     kinds: Sequence[str] = BUG_KINDS,
     attempt: int = 0,
+    *,
+    fix_files: bool = False,
 ) -> BugfixTask:
     """Level and kind cycle with the index (every pair appears); the rest is drawn.
 
     At level 4 a bug site with no decoy (see :mod:`legorl_std.tasks.bugfix.candidates`) is passed
-    over for the next drawn one of the kind."""
+    over for the next drawn one of the kind; ``fix_files`` ships its candidates as sed scripts."""
     _check(split, levels, kinds)
     level = levels[index % len(levels)]
     kind = kinds[(index // len(levels)) % len(kinds)]
@@ -109,7 +114,8 @@ def generate_task(
         sites = [rng.choice(sites)]
     for template, bug in sites:
         try:
-            return build_task(template, bug, draw_names(template, split, rng), level, rng, seed=seed, split=split, index=index)
+            names = draw_names(template, split, rng)
+            return build_task(template, bug, names, level, rng, seed=seed, split=split, index=index, fix_files=fix_files)
         except NoDecoy:
             continue
     raise GeneratorError(f"bug kind {kind!r} has no site with a decoy fix, so it cannot make level-4 tasks")
@@ -139,6 +145,7 @@ def build_task(
     index: int = 0,
     fix: str | None = None,
     decoy: str | None = None,
+    fix_files: bool = False,
 ) -> BugfixTask:
     """Render one (template, bug, names, level) and check it fails as intended.
 
@@ -202,14 +209,14 @@ def build_task(
             rng=rng, bug=bad, fix=good, buggy_source=buggy_source, fixed_source=fixed_source,
             line_number=line_number, module=module, function=function,
             cases=[args for args, _ in visible], expected=[want for _, want in visible], fails=fails_visible,
-            decoys=None if decoy is None else [decoy],
+            decoys=None if decoy is None else [decoy], fix_files=fix_files,
         )  # fmt: skip
         if choice is None:
             raise NoDecoy(f"template {template.doc!r}, bug {bug}: no one-token decoy fix fails a visible case")
         if fix is None and rng.random() < 0.5:
             try:  # the decoy is the correct code, the template's fix the decoy
                 return build_task(template, bug, names, level, rng, seed=seed, split=split, index=index,
-                                  fix=choice.decoy, decoy=good)  # fmt: skip
+                                  fix=choice.decoy, decoy=good, fix_files=fix_files)  # fmt: skip
             except ValueError:  # GeneratorError included
                 pass  # that code raises on a case or the bug fails too few of its cases: the template's fix stays
         oracle = choice.commands[choice.correct]
@@ -242,6 +249,7 @@ def build_task(
         candidate_commands=choice.commands if choice else (),
         check_command=level4.CHECK_COMMAND if choice else "",
         visible_tests_source=choice.tests_source if choice else "",
+        fix_scripts=choice.scripts if choice else (),
     )
 
 
