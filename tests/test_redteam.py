@@ -17,6 +17,8 @@ from lego_rl.data import Termination
 pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (overlay, per-trial users)"),
+    # the whole suite's fixture: about 2 minutes alone on 2 cores, 6.6 beside the other tests
+    pytest.mark.timeout(1800),
 ]
 SHIPPED = Path(__file__).resolve().parents[1] / "tasks" / "quickstart" / "fix-average"
 BUG = Path(__file__).resolve().parents[1] / "tasks" / "pypi-bugs" / "cachetools-7.1.5"
