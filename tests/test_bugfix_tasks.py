@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import keyword
 import random
 import re
@@ -134,6 +135,9 @@ def test_options_are_validated():
     for bad in ({"levels": [5]}, {"kinds": ["typo"]}, {"levels": []}, {"count": 0}, {"sedd": 1}):
         with pytest.raises(ValidationError):
             BugfixOptions.model_validate(bad)
+    with pytest.raises(ValidationError, match=r"fix_files ships level 4's candidate fixes, and levels \[1, 3\] has no 4"):
+        BugfixOptions(levels=[3, 1], fix_files=True)
+    assert BugfixOptions(levels=[1, 4], fix_files=True).fix_files
 
 
 def test_cache_is_byte_identical_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -150,6 +154,12 @@ def test_cache_is_byte_identical_and_reused(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(harbor, "generate_tasks", must_not_generate)
     assert ensure_tasks(tmp_path / "a", *args) == first
     assert [p.name for p in (tmp_path / "a").iterdir()] == [first[0].parent.name], "no scratch left behind"
+    manifest = json.loads((first[0].parent / "manifest.json").read_text())
+    assert manifest == {**harbor.set_options(*args, fix_files=False), "tasks": [p.name for p in first]}
+    assert manifest["generator_version"] == harbor.GENERATOR_VERSION
+    monkeypatch.undo()
+    level4 = (2, 1, "heldout", [4], ["wrong-constant"])
+    assert ensure_tasks(tmp_path / "a", *level4)[0].parent != ensure_tasks(tmp_path / "a", *level4, fix_files=True)[0].parent
 
 
 def test_plugin_registers_and_lists_harbor_tasks(tmp_path: Path):

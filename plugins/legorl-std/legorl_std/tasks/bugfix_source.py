@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lego_rl import hookimpl
 from lego_rl.kinds import Task
@@ -32,7 +32,7 @@ class BugfixOptions(BaseModel):
         min_length=1,
         description="Difficulty levels, cycled over the tasks: 1 names the wrong token and the sed that "
         "fixes it, 2 says what the function should return, 3 gives only a failing example, 4 names the "
-        "line and two candidate fixes that only the visible tests (`python3 /app/run_tests.py`) tell "
+        "line and two candidate fixes that only the visible tests (`python3 /app/tests/run_tests.py`) tell "
         "apart (kinds with an operator, comparison or integer to vary: wrong-operator, "
         "wrong-comparison, wrong-constant, off-by-one).",
     )
@@ -41,7 +41,7 @@ class BugfixOptions(BaseModel):
     )
     fix_files: bool = Field(
         default=False,
-        description="Level 4: each candidate fix is a sed script in /app/fixes/ and the instruction offers "
+        description="Level 4 only (refused without it): each candidate fix is a sed script in /app/fixes/ and the instruction offers "
         "`sed -i -E -f /app/fixes/1.sed /app/*.py` and `.../2.sed`, the same two commands for every task, "
         "so choosing a candidate (or switching after a failed test run) is one token.",
     )
@@ -61,6 +61,12 @@ class BugfixOptions(BaseModel):
     @classmethod
     def _kinds_in_order(cls, value: list[str]) -> list[str]:
         return [kind for kind in BUG_KINDS if kind in value]
+
+    @model_validator(mode="after")
+    def _fix_files_need_level_4(self) -> BugfixOptions:
+        if self.fix_files and 4 not in self.levels:
+            raise ValueError(f"fix_files ships level 4's candidate fixes, and levels {self.levels} has no 4")
+        return self
 
 
 class BugfixTasks:

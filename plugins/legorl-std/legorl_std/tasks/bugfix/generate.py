@@ -58,7 +58,7 @@ class BugfixTask:
     candidate_commands: tuple[str, ...] = ()
     """Level 4: the instruction's candidate fixes, in its order (one is the oracle)."""
     check_command: str = ""
-    """Level 4: the command that runs the visible tests (``/app/run_tests.py``)."""
+    """Level 4: the command that runs the visible tests (``/app/tests/run_tests.py``)."""
     visible_tests_source: str = ""
     fix_scripts: tuple[str, ...] = ()
     """Level 4 with ``fix_files``: candidate n's sed script (``/app/fixes/n.sed``) at n-1."""
