@@ -112,7 +112,8 @@ def test_codex_vocabulary_reads_exec_command_and_apply_patch() -> None:
     got = trial_behaviour(calls, "codex")
     assert got == {
         "tool_calls": 3, "edited": True, "files_before_edit": 1,
-        "verified_after_edit": True, "tests_after_change": True, "failed_test_run": None, "reward": None,
+        "verified_after_edit": True, "tests_after_change": True, "failed_test_run": None,
+        "after_failed_test": None, "reward": None,
     }  # fmt: skip
 
 
@@ -197,3 +198,26 @@ def test_codex_command_events_give_exit_codes_and_the_correction_rate() -> None:
     step = step_behaviour(trials)
     assert step["correction_rate"] == 0.5 and step["verified_after_edit"] == pytest.approx(2 / 3)
     assert step_behaviour(trials[1:2])["correction_rate"] is None
+    assert [t["after_failed_test"] for t in trials] == ["changed", None, "stopped"]
+    assert (step["after_failure_changed"], step["after_failure_stopped"], step["after_failure_repeated"]) == (0.5, 0.5, 0)
+    assert step_behaviour(trials[1:2])["after_failure_changed"] is None
+
+
+def test_after_a_failed_test_run_a_trial_changes_repeats_or_stops() -> None:
+    """The first failed run decides; an edit in the same command as the failing run counts as
+    made before it; only an edit that follows the failure is the trial's next move."""
+
+    def run(*steps: tuple[str, int]) -> str | None:
+        return trial_behaviour([ToolCall("bash", {"command": c}, code) for c, code in steps], "mini-swe-agent")[
+            "after_failed_test"
+        ]
+
+    one, two = "sed -i -E -f /app/fixes/1.sed /app/*.py", "sed -i -E -f /app/fixes/2.sed /app/*.py"
+    tests = "python3 /app/tests/run_tests.py"
+    assert run((one, 0), (tests, 1), (two, 0), (tests, 0)) == "changed"
+    assert run((one, 0), (tests, 1), (one, 0), (tests, 1)) == "repeated"
+    assert run((f"{one} && {tests}", 1), (f"{one} && {tests}", 1)) == "repeated"
+    assert run((f"{one} && {tests}", 1), (f"{two} && {tests}", 0)) == "changed"
+    assert run((one, 0), (tests, 1), ("cat /app/calc.py", 0)) == "stopped"
+    assert run((tests, 1), (one, 0)) == "changed", "a failure seen before any edit, then an edit"
+    assert run((one, 0), (tests, 0)) is None and run((one, None), (tests, None)) is None

@@ -11,6 +11,9 @@ Three measures, computed from each trial's tool calls in order:
   the trials that edited something.
 - ``correction_rate``: of the trials that saw a test run fail (its exit status, where the
   harness reports one), the share the verifier rewarded.
+- ``after_failure_changed`` / ``_repeated`` / ``_stopped``: what the trials that saw a test
+  run fail did next (shares of them): edited again with an edit not made before the failure,
+  edited again only as before (the same command or arguments), or made no further edit.
 
 Tool calls come from ``TrialResult.harness["tool_calls"]`` (a list of ``{"name",
 "arguments"}``, the contract for harness plugins that know them), else from the proxy's call
@@ -221,6 +224,7 @@ def trial_behaviour(calls: list[ToolCall], harness: str, reward: float | None = 
         "verified_after_edit": None,
         "tests_after_change": None,
         "failed_test_run": any(code != 0 for code in statuses) if statuses else None,
+        "after_failed_test": after_failed_test(paired),
         "reward": reward,
     }
     if edits:
@@ -234,12 +238,32 @@ def trial_behaviour(calls: list[ToolCall], harness: str, reward: float | None = 
     return out
 
 
+AFTER_FAILURE = ("changed", "repeated", "stopped")
+"""What a trial did after its first failed test run (:func:`after_failed_test`)."""
+
+
+def after_failed_test(paired: list[tuple[ToolCall, Action]]) -> str | None:
+    """``changed``: its next edit is not one made before the failure; ``repeated``: it is;
+    ``stopped``: no edit follows. None when no test run is known to have failed."""
+    failed = next((i for i, (call, a) in enumerate(paired) if a.kind == TEST and call.exit_code not in (None, 0)), None)
+    if failed is None:
+        return None
+    acts = [action for _, action in paired]
+    before = {(a.text, tuple(a.files)) for a in acts[:failed] if a.kind == EDIT}
+    following = next((a for a in acts[failed + 1 :] if a.kind == EDIT), None)
+    if following is None:
+        return "stopped"
+    return "repeated" if (following.text, tuple(following.files)) in before else "changed"
+
+
 def step_behaviour(per_trial: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Aggregate of the trials of one step: shares over editing trials, mean files, and the
-    correction rate (the share rewarded of the trials that saw a test run fail)."""
+    """Aggregate of the trials of one step: shares over editing trials, mean files, the
+    correction rate (the share rewarded of the trials that saw a test run fail) and what those
+    trials did next (``after_failure_*``)."""
     editing = [t for t in per_trial if t["edited"]]
     corrected = [t.get("reward") == 1.0 for t in per_trial if t.get("failed_test_run") and t.get("reward") is not None]
     with_calls = [t for t in per_trial if t["files_before_edit"] is not None]
+    after = [t["after_failed_test"] for t in per_trial if t.get("after_failed_test")]
 
     def share(key: str) -> float | None:
         return sum(bool(t[key]) for t in editing) / len(editing) if editing else None
@@ -255,4 +279,9 @@ def step_behaviour(per_trial: list[dict[str, Any]]) -> dict[str, float | None]:
             else None
         ),
         "correction_rate": sum(corrected) / len(corrected) if corrected else None,
+        **{f"after_failure_{move}": share_of(after, move) for move in AFTER_FAILURE},
     }
+
+
+def share_of(values: list[str], value: str) -> float | None:
+    return values.count(value) / len(values) if values else None
