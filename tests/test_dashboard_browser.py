@@ -189,6 +189,35 @@ def test_proxy_cache_bytes_chart_every_step(page: Any, tmp_path: Path) -> None:
         server.stop()
 
 
+def test_what_trials_do_after_a_failed_test_run_charts_per_step(page: Any, tmp_path: Path) -> None:
+    """Three trials of step 1 see a test run fail: one edits anew, one re-applies its edit, one
+    stops; the chart shows each share at step 1 only (no other step saw a failure)."""
+    run = tmp_path / "quickstart-run"
+    shutil.copytree(RUN, run)
+    store = RunStore(run)
+
+    def bash(command: str, code: int = 0) -> dict[str, Any]:
+        return {"function": {"name": "bash", "arguments": {"command": command}}, "exit_code": code}
+
+    wrong, right, test = "sed -i 's/-/+/' /app/calc.py", "sed -i 's/-/*/' /app/calc.py", "python3 /app/tests/run_tests.py"
+    moves = {"changed": [wrong, test, right], "repeated": [wrong, test, wrong], "stopped": [wrong, test]}
+    for move, commands in moves.items():
+        calls = [bash(c, int(c == test)) for c in commands]
+        result = TrialResult(trial_id=f"s0001-2{len(commands)}-{move}-0", task=move, group=f"s0001-{move}", step=1,
+                             reward=float(move == "changed"), harness={"tool_calls": calls})  # fmt: skip
+        store.emit(Event("trial_end", {"result": result}, 0.0))
+    store.close()
+    server = DashboardServer([run], port=0)
+    try:
+        page.goto(server.start())
+        page.wait_for_selector("body[data-ready='1']")
+        for move in moves:
+            points = page.locator(f"svg[data-chart=after_failure] g[data-series=after_failure_{move}] circle title")
+            assert points.all_text_contents() == [f"after_failure_{move}: step 1: {1 / 3:.3g}"]
+    finally:
+        server.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_downloaded_browsers() -> None:
     assert shutil.which("chromium") or Path(CHROMIUM).exists()

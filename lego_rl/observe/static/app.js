@@ -202,13 +202,14 @@
       files_before_edit: "distinct files inspected before the first edit (mean)",
       edit_share: "trials that edit a file (share)",
       correction_rate: "rewarded after a failed test run (share of the trials that saw one)",
-      after_failure_changed: "after a failed test run, a new edit (share of the trials that saw one; the rest repeat an edit or stop)",
+      after_failure: "after a failed test run: a new edit, the same edit again, no further edit (shares of the trials that saw one)",
     }, {
       verified_after_edit: [b("verified_after_edit")], tests_after_change: [b("tests_after_change")],
       files_before_edit: [b("files_before_edit")], edit_share: [b("edit_share")],
-      correction_rate: [b("correction_rate")], after_failure_changed: [b("after_failure_changed")],
+      correction_rate: [b("correction_rate")],
+      after_failure: [b("after_failure_changed"), b("after_failure_repeated"), b("after_failure_stopped")],
       empty: "no trial edited a file yet",
-      opts: { verified_after_edit: { yMin: 0, yMax: 1 }, tests_after_change: { yMin: 0, yMax: 1 }, edit_share: { yMin: 0, yMax: 1 }, files_before_edit: { yMin: 0 }, correction_rate: { yMin: 0, yMax: 1 }, after_failure_changed: { yMin: 0, yMax: 1 } },
+      opts: { verified_after_edit: { yMin: 0, yMax: 1 }, tests_after_change: { yMin: 0, yMax: 1 }, edit_share: { yMin: 0, yMax: 1 }, files_before_edit: { yMin: 0 }, correction_rate: { yMin: 0, yMax: 1 }, after_failure: { yMin: 0, yMax: 1 } },
     });
   }
 
