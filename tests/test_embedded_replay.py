@@ -160,11 +160,12 @@ def test_dense_model_and_missing_table_are_no_ops():
 
 
 @pytest.mark.slow
-def test_consistency_benchmark_smoke():
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_consistency_benchmark_smoke(dtype):
     from legorl_embedded.training.bench_consistency import main
 
-    figures = main(["--train-steps", "3", "--samples", "2", "--tokens", "8"])
-    assert figures["scored_tokens"] == 16 and 0.0 < figures["routing_agreement"] <= 1.0
+    figures = main(["--train-steps", "3", "--samples", "2", "--tokens", "8", "--scoring-dtype", dtype])
+    assert figures["scoring_dtype"] == dtype and figures["scored_tokens"] == 16 and 0.0 < figures["routing_agreement"] <= 1.0
     assert len(figures["router_mismatch_per_layer"]) == 6 and figures["threads"] == 1
     assert 0.0 <= max(figures["router_mismatch_per_layer"]) <= figures["tokens_any_layer_differing"] <= 1.0
     assert figures["k3_replay"] >= 0.0 and -1.0 <= figures["pearson_replay"] <= 1.0
