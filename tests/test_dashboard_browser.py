@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,24 @@ def page(browser: Any) -> Iterator[Any]:
 
 def count(page: Any, selector: str) -> int:
     return page.locator(selector).count()
+
+
+@contextmanager
+def served_with(page: Any, tmp_path: Path, results: list[TrialResult]) -> Iterator[None]:
+    """The recorded run with ``results`` added as ended trials, open in ``page`` and ready."""
+    run = tmp_path / "quickstart-run"
+    shutil.copytree(RUN, run)
+    store = RunStore(run)
+    for result in results:
+        store.emit(Event("trial_end", {"result": result}, 0.0))
+    store.close()
+    server = DashboardServer([run], port=0)
+    try:
+        page.goto(server.start())
+        page.wait_for_selector("body[data-ready='1']")
+        yield
+    finally:
+        server.stop()
 
 
 def check_views(page: Any) -> None:
@@ -137,9 +156,6 @@ def test_report_and_held_out_evaluations_show(page: Any, tmp_path: Path) -> None
 
 
 def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path: Path) -> None:
-    run = tmp_path / "quickstart-run"
-    shutil.copytree(RUN, run)
-    store = RunStore(run)
     flags = [
         {"file": "/app/calc.py", "lineno": 3, "pattern": "runner-in-sys-modules", "kind": "runner",
          "line": 'if "pytest" in sys.modules:', "crossed": True},
@@ -149,12 +165,7 @@ def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path
     record = {"flags": flags, "flags_total": 2, "evidence": ["result stream: line 4 is forged"], "blocked": False}
     result = TrialResult(trial_id="s0001-09-hacked-0", task="hacked", group="s0001-09-hacked", step=1,
                          reward=1.0, verifier={"reward_hacking": record})  # fmt: skip
-    store.emit(Event("trial_end", {"result": result}, 0.0))
-    store.close()
-    server = DashboardServer([run], port=0)
-    try:
-        page.goto(server.start())
-        page.wait_for_selector("body[data-ready='1']")
+    with served_with(page, tmp_path, [result]):
         points = page.locator("svg[data-chart=reward_hacking_flags] circle title").all_text_contents()
         assert points == [f"reward_hacking_flags: step {n}: {int(n == 1)}" for n in range(3)]
         shares = page.locator("svg[data-chart=reward_hacking_rewarded] circle title").all_text_contents()
@@ -165,8 +176,6 @@ def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path
         assert len(items) == 3 and "/app/calc.py:3 runner-in-sys-modules" in items[0]
         assert "(did not cross)" in items[1] and "line 4 is forged" in items[2]
         assert count(page, ".trial-list button.flagged") == 1
-    finally:
-        server.stop()
 
 
 def test_proxy_cache_bytes_chart_every_step(page: Any, tmp_path: Path) -> None:
@@ -192,30 +201,21 @@ def test_proxy_cache_bytes_chart_every_step(page: Any, tmp_path: Path) -> None:
 def test_what_trials_do_after_a_failed_test_run_charts_per_step(page: Any, tmp_path: Path) -> None:
     """Three trials of step 1 see a test run fail: one edits anew, one re-applies its edit, one
     stops; the chart shows each share at step 1 only (no other step saw a failure)."""
-    run = tmp_path / "quickstart-run"
-    shutil.copytree(RUN, run)
-    store = RunStore(run)
 
     def bash(command: str, code: int = 0) -> dict[str, Any]:
         return {"function": {"name": "bash", "arguments": {"command": command}}, "exit_code": code}
 
     wrong, right, test = "sed -i 's/-/+/' /app/calc.py", "sed -i 's/-/*/' /app/calc.py", "python3 /app/tests/run_tests.py"
     moves = {"changed": [wrong, test, right], "repeated": [wrong, test, wrong], "stopped": [wrong, test]}
-    for move, commands in moves.items():
-        calls = [bash(c, int(c == test)) for c in commands]
-        result = TrialResult(trial_id=f"s0001-2{len(commands)}-{move}-0", task=move, group=f"s0001-{move}", step=1,
-                             reward=float(move == "changed"), harness={"tool_calls": calls})  # fmt: skip
-        store.emit(Event("trial_end", {"result": result}, 0.0))
-    store.close()
-    server = DashboardServer([run], port=0)
-    try:
-        page.goto(server.start())
-        page.wait_for_selector("body[data-ready='1']")
+    results = [
+        TrialResult(trial_id=f"s0001-2{n}-{move}-0", task=move, group=f"s0001-{move}", step=1, reward=float(move == "changed"),
+                    harness={"tool_calls": [bash(c, int(c == test)) for c in commands]})  # fmt: skip
+        for n, (move, commands) in enumerate(moves.items())
+    ]
+    with served_with(page, tmp_path, results):
         for move in moves:
             points = page.locator(f"svg[data-chart=after_failure] g[data-series=after_failure_{move}] circle title")
             assert points.all_text_contents() == [f"after_failure_{move}: step 1: {1 / 3:.3g}"]
-    finally:
-        server.stop()
 
 
 @pytest.fixture(autouse=True)
