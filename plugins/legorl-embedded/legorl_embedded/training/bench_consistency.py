@@ -27,9 +27,9 @@ Targets (:data:`TARGETS`): replay off mismatches as much as the field's starting
 (``pearson_off <= 0.998``), replay on reaches ``pearson_replay >= 0.9993`` and cuts k3 KL at
 least 3x. Options: ``--train-steps N`` ``--samples N`` ``--tokens N`` ``--threads N``
 ``--seed N`` ``--scoring-dtype float32|bfloat16`` (training's forward in bf16, as mixed-precision
-trainers run it: measured on seeds 0 and 1, as many router decisions differ or fewer, 6.2
-and 7.6 % against fp32's 8.3 and 7.6, Pearson off 0.99989 and 0.99987, k3 cut 8.2x and 7.5x: no nearer the
-field's starting point, so fp32 is the default).
+trainers run it; measured on seeds 0 and 1: as many router decisions differ or fewer, 6.2
+and 7.6 % against fp32's 8.3 and 7.6, Pearson off 0.99989 and 0.99987, k3 cut 8.2x and 7.5x,
+no nearer the field's starting point, so fp32 is the default).
 """
 
 from __future__ import annotations
@@ -168,8 +168,8 @@ def sample(backend: HFInference, text: bytes, n: int, tokens: int, rng: random.R
 
 
 def score(model: Any, segments: list[Segment], replay: bool, rows_per_batch: int = 3) -> dict[str, Any]:
-    """The trainer's scoring of the sampled tokens (in ``model``'s dtype) (micro-batches of ``rows_per_batch``
-    sequences: not the batch inference decoded), compared with the sampled log-probs; with the
+    """The trainer's scoring of the sampled tokens in ``model``'s dtype (micro-batches of
+    ``rows_per_batch`` sequences: not the batch inference decoded), compared with the sampled log-probs; with the
     router decisions that differed from the recorded ones, per layer and per token."""
     routers = find_routers(model)
     scoring = Scoring(
