@@ -70,14 +70,18 @@ def count(page: Any, selector: str) -> int:
     return page.locator(selector).count()
 
 
+def ended(result: TrialResult) -> Event:
+    return Event("trial_end", {"result": result}, 0.0)
+
+
 @contextmanager
-def served_with(page: Any, tmp_path: Path, results: list[TrialResult]) -> Iterator[None]:
-    """The recorded run with ``results`` added as ended trials, open in ``page`` and ready."""
+def served_with(page: Any, tmp_path: Path, events: list[Event]) -> Iterator[None]:
+    """A copy of the recorded run with ``events`` added, open in ``page`` and ready."""
     run = tmp_path / "quickstart-run"
     shutil.copytree(RUN, run)
     store = RunStore(run)
-    for result in results:
-        store.emit(Event("trial_end", {"result": result}, 0.0))
+    for event in events:
+        store.emit(event)
     store.close()
     server = DashboardServer([run], port=0)
     try:
@@ -165,7 +169,7 @@ def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path
     record = {"flags": flags, "flags_total": 2, "evidence": ["result stream: line 4 is forged"], "blocked": False}
     result = TrialResult(trial_id="s0001-09-hacked-0", task="hacked", group="s0001-09-hacked", step=1,
                          reward=1.0, verifier={"reward_hacking": record})  # fmt: skip
-    with served_with(page, tmp_path, [result]):
+    with served_with(page, tmp_path, [ended(result)]):
         points = page.locator("svg[data-chart=reward_hacking_flags] circle title").all_text_contents()
         assert points == [f"reward_hacking_flags: step {n}: {int(n == 1)}" for n in range(3)]
         shares = page.locator("svg[data-chart=reward_hacking_rewarded] circle title").all_text_contents()
@@ -179,23 +183,16 @@ def test_reward_hacking_flags_show_per_step_and_on_the_trial(page: Any, tmp_path
 
 
 def test_proxy_cache_bytes_chart_every_step(page: Any, tmp_path: Path) -> None:
-    run = tmp_path / "quickstart-run"
-    shutil.copytree(RUN, run)
-    with connect(run) as db:
+    with connect(RUN) as db:
         steps = [(n, json.loads(m)) for n, m in db.execute("SELECT step, metrics FROM steps")]
-    store = RunStore(run)
-    for n, metrics in steps:  # the step events again, with what the pool adds now
-        sizes = {"proxy_cache_bytes": 3e6 + n, "proxy_cache_tokenizer_chunks_bytes": 2e6 + n}
-        store.emit(Event("step", {**metrics, **sizes}, 0.0))
-    store.close()
-    server = DashboardServer([run], port=0)
-    try:
-        page.goto(server.start())
-        page.wait_for_selector("body[data-ready='1']")
+    # the step events again, with what the pool adds now
+    sized = [
+        Event("step", {**metrics, "proxy_cache_bytes": 3e6 + n, "proxy_cache_tokenizer_chunks_bytes": 2e6 + n}, 0.0)
+        for n, metrics in steps
+    ]
+    with served_with(page, tmp_path, sized):
         for series in ("proxy_cache_bytes", "proxy_cache_tokenizer_chunks_bytes"):
             assert count(page, f"svg[data-chart=cache_bytes] g[data-series={series}] circle") == 3
-    finally:
-        server.stop()
 
 
 def test_what_trials_do_after_a_failed_test_run_charts_per_step(page: Any, tmp_path: Path) -> None:
@@ -212,7 +209,7 @@ def test_what_trials_do_after_a_failed_test_run_charts_per_step(page: Any, tmp_p
                     harness={"tool_calls": [bash(c, int(c == test)) for c in commands]})  # fmt: skip
         for n, (move, commands) in enumerate(moves.items())
     ]
-    with served_with(page, tmp_path, results):
+    with served_with(page, tmp_path, [ended(r) for r in results]):
         for move in moves:
             points = page.locator(f"svg[data-chart=after_failure] g[data-series=after_failure_{move}] circle title")
             assert points.all_text_contents() == [f"after_failure_{move}: step 1: {1 / 3:.3g}"]
