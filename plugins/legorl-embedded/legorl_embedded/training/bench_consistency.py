@@ -246,8 +246,8 @@ def main(args: list[str]) -> dict[str, Any]:
     )
     segments = sample(backend, text, opts.samples, opts.tokens, rng)
     sampled = time.perf_counter()
-    scorer = model.to(getattr(torch, opts.scoring_dtype))
-    off, on = score(scorer, segments, replay=False), score(scorer, segments, replay=True)
+    model.to(getattr(torch, opts.scoring_dtype))  # in place: inference has its own copy
+    off, on = score(model, segments, replay=False), score(model, segments, replay=True)
     k3_reduction = off["k3_kl"] / max(on["k3_kl"], 1e-12)
     figures: dict[str, Any] = {
         "pearson_off": off["prob_pearson"],
