@@ -26,6 +26,7 @@ class Termination(StrEnum):
     HARNESS_CRASH = "harness_crash"
     API_ERROR = "api_error"
     CONTEXT_OVERFLOW = "context_overflow"
+    OUTPUT_LIMIT = "output_limit"
     RESOURCE_LIMIT = "resource_limit"
     SANDBOX_ERROR = "sandbox_error"
     VERIFIER_TIMEOUT = "verifier_timeout"
@@ -47,8 +48,10 @@ TERMINATION_WHY: dict[Termination, str] = {
     "without a result: our integration of it failed.",
     Termination.API_ERROR: "A model call through the proxy failed (inference backend or proxy) "
     "and the harness gave up: our serving failed.",
-    Termination.CONTEXT_OVERFLOW: "The conversation outgrew the model's context window or a "
-    "reply its output limit: the policy's own length.",
+    Termination.CONTEXT_OVERFLOW: "The conversation outgrew the model's context window: the "
+    "policy's own length.",
+    Termination.OUTPUT_LIMIT: "A reply ran to the per-call output-token limit and the harness "
+    "gave up on it: the policy's own length, often a reply repeating itself.",
     Termination.RESOURCE_LIMIT: "The trial's commands ran into a sandbox resource limit "
     "(memory, processes, disk, CPU, the crossing budget): what the agent's code did.",
     Termination.SANDBOX_ERROR: "The sandbox failed to start, run a check or stop, or hung past "
@@ -95,6 +98,7 @@ POLICY_TERMINATIONS = frozenset(
         Termination.MAX_TURNS,
         Termination.AGENT_TIMEOUT,
         Termination.CONTEXT_OVERFLOW,
+        Termination.OUTPUT_LIMIT,
         Termination.RESOURCE_LIMIT,
         Termination.CHEAT_BLOCKED,
         Termination.VERIFIER_TIMEOUT,

@@ -29,12 +29,14 @@ LOGS = "/logs/agent"
 TAIL = 2000
 """How many trailing characters of an output or error message a reason or transcript keeps."""
 CONTEXT_OVERFLOW = re.compile(
-    r"ContextWindowExceeded|context[ _](length|window)|maximum context|prompt is too long"
-    r"|max_output_tokens|output token limit",
+    r"ContextWindowExceeded|context[ _](length|window)|maximum context|prompt is too long",
     re.IGNORECASE,
 )
-"""An error message that says the prompt outgrew the model's context, or a reply its output
-limit (Codex: ``Incomplete response returned, reason: max_output_tokens``): the policy's length."""
+"""An error message that says the prompt outgrew the model's context: the policy's length."""
+OUTPUT_LIMIT = re.compile(r"max_output_tokens|output token limit", re.IGNORECASE)
+"""An error message that says a reply ran to its output-token limit (Codex: ``Incomplete
+response returned, reason: max_output_tokens``): the policy's length, told apart from the
+context so that a policy that starts repeating itself shows as such."""
 
 Outcome = Callable[[Termination, str], HarnessResult]
 """Makes the result of one execution from a termination and its reason."""
@@ -241,5 +243,8 @@ def crash_reason(what: str, execution: ExecResult) -> str:
 
 
 def api_failure(message: str) -> Termination:
-    """CONTEXT_OVERFLOW for a model API error that says the context overflowed, else API_ERROR."""
+    """OUTPUT_LIMIT or CONTEXT_OVERFLOW for a model API error that says a reply hit its output
+    limit or the context overflowed, else API_ERROR."""
+    if OUTPUT_LIMIT.search(message):
+        return Termination.OUTPUT_LIMIT
     return Termination.CONTEXT_OVERFLOW if CONTEXT_OVERFLOW.search(message) else Termination.API_ERROR

@@ -117,7 +117,7 @@ def _result(**fields: Any) -> list[dict[str, Any]]:
         (ExecResult(124, timed_out=True), [], Termination.AGENT_TIMEOUT),
         (ExecResult(1), _result(is_error=True, terminal_reason="api_error", api_error_status=500, result="boom"), Termination.API_ERROR),
         (ExecResult(1), _result(is_error=True, terminal_reason="prompt_too_long", api_error_status=400), Termination.CONTEXT_OVERFLOW),
-        (ExecResult(1), _result(is_error=True, terminal_reason="api_error", api_error="max_output_tokens"), Termination.CONTEXT_OVERFLOW),
+        (ExecResult(1), _result(is_error=True, terminal_reason="api_error", api_error="max_output_tokens"), Termination.OUTPUT_LIMIT),
         (ExecResult(1), _result(subtype="error_during_execution", is_error=True), Termination.HARNESS_CRASH),
         (ExecResult(2, stderr="error: unknown option '--nope'"), [], Termination.HARNESS_CRASH),
     ],

@@ -118,7 +118,7 @@ def _failed(message: str) -> dict[str, Any]:
         (ExecResult(124, timed_out=True), _events(None), Termination.AGENT_TIMEOUT),
         (ExecResult(1), _events(_failed("unexpected status 500: backend down")), Termination.API_ERROR),
         (ExecResult(1), _events(_failed("Codex ran out of room in the model's context window.")), Termination.CONTEXT_OVERFLOW),
-        (ExecResult(1), _events(_failed("Incomplete response returned, reason: max_output_tokens")), Termination.CONTEXT_OVERFLOW),
+        (ExecResult(1), _events(_failed("Incomplete response returned, reason: max_output_tokens")), Termination.OUTPUT_LIMIT),
         (ExecResult(2, stderr="error: unexpected argument '--nope'"), [], Termination.HARNESS_CRASH),
     ],
     ids=["completed", "killed", "api-500", "context", "output-limit", "crash"],

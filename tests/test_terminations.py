@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lego_rl import harness_kit
 from lego_rl.data import ATTRIBUTION_EFFECT, TERMINATION_WHY, Attribution, Termination, attribute, termination_rows
 from lego_rl.observe import terminations
 
@@ -55,3 +56,19 @@ def test_a_table_cut_to_what_was_seen_counts_each_column() -> None:
     assert lines[2].startswith("| `max_turns` | policy | 3 | 0 | ")
     assert lines[3] == "| `gone_reason` | ? | 0 | 0 | not a termination this version knows |"
     assert len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Incomplete response returned, reason: max_output_tokens", Termination.OUTPUT_LIMIT),
+        ("replies hit the output token limit", Termination.OUTPUT_LIMIT),
+        ("400 this model's maximum context length is 4096 tokens", Termination.CONTEXT_OVERFLOW),
+        ("litellm.ContextWindowExceededError: prompt is too long", Termination.CONTEXT_OVERFLOW),
+        ("502 upstream connect error", Termination.API_ERROR),
+    ],
+)
+def test_a_model_api_error_is_told_apart_by_what_it_says(message: str, expected: Termination) -> None:
+    """A reply cut at its output limit (often a policy repeating itself) is not a context overflow,
+    and neither is an API failure; the first two are the policy's, the last ours."""
+    assert harness_kit.api_failure(message) is expected

@@ -7,7 +7,7 @@
   const RUN_COLORS = ["#3867d6", "#e17055", "#00b894", "#6c5ce7", "#fdcb6e", "#d63031", "#0984e3", "#636e72"];
   const REASON_COLORS = {
     completed: "#00b894", max_turns: "#fdcb6e", agent_timeout: "#e17055", context_overflow: "#a29bfe",
-    resource_limit: "#fd79a8",
+    output_limit: "#74b9ff", resource_limit: "#fd79a8",
     cheat_blocked: "#e84393", harness_crash: "#d63031", api_error: "#b33939", sandbox_error: "#636e72",
     verifier_timeout: "#2d3436", verifier_error: "#535c68", task_error: "#6c5ce7", internal_error: "#000000", cancelled: "#b2bec3",
   };

@@ -4,8 +4,8 @@ Every line is one JSON event: ``system`` (init), ``assistant`` / ``user`` (one c
 each), and a final ``result`` that says how the run ended (``subtype``, ``is_error``,
 ``terminal_reason``, ``api_error``, ``api_error_status``, ``num_turns``). A reply cut at the
 per-call token limit is continued up to a few times, then ends the run with ``api_error:
-max_output_tokens``; that is the policy's doing, mapped to ``context_overflow`` (the closest
-policy-attributed termination) rather than to an API failure.
+max_output_tokens``; that is the policy's doing, mapped to ``output_limit`` rather than to an
+API failure.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def classify(execution: ExecResult, events: list[dict[str, Any]]) -> HarnessResu
         return result(Termination.COMPLETED, f"Claude Code finished ({final.get('stop_reason', '')})")
     if final.get("api_error") == "max_output_tokens":
         # The policy's replies kept stopping at the per-call token limit: its own doing.
-        return result(Termination.CONTEXT_OVERFLOW, f"replies hit the output token limit: {message}")
+        return result(Termination.OUTPUT_LIMIT, f"replies hit the output token limit: {message}")
     termination = TERMINAL_REASONS.get(str(final.get("terminal_reason", "")))
     if termination is None and final.get("api_error_status"):
         termination = Termination.API_ERROR
