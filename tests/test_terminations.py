@@ -3,6 +3,7 @@ as the code."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,12 @@ def test_a_model_api_error_is_told_apart_by_what_it_says(message: str, expected:
     """A reply cut at its output limit (often a policy repeating itself) is not a context overflow,
     and neither is an API failure; the first two are the policy's, the last ours."""
     assert harness_kit.api_failure(message) is expected
+
+
+def test_the_dashboard_colours_every_termination() -> None:
+    """A reason without its own colour would share the fallback grey with every other such one."""
+    app = (REPO / "lego_rl/observe/static/app.js").read_text()
+    block = re.search(r"REASON_COLORS = \{(.*?)\};", app, re.DOTALL)
+    assert block is not None
+    coloured = set(re.findall(r"(\w+):\s*\"#[0-9a-f]{6}\"", block.group(1)))
+    assert coloured == {t.value for t in Termination}
