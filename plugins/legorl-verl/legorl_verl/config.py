@@ -151,9 +151,13 @@ def translate(
     }
     if cfg.actor_rollout_ref.rollout.name == CPU_ROLLOUT:  # the CPU server builds its inference from it
         cfg.actor_rollout_ref.rollout.custom = {"legorl": cfg.legorl}
+        from legorl_verl.cpu.config import mixed_precision
+
         replay = _cpu_replay(options)
-        for role in ("actor", "ref"):  # a field of verl's EngineConfig its fsdp yaml leaves out
+        precision = mixed_precision(spec.model.dtype)
+        for role in ("actor", "ref"):  # fields of verl's EngineConfig its fsdp yaml leaves out
             OmegaConf.update(cfg, f"actor_rollout_ref.{role}.fsdp_config.router_replay", replay, merge=False)
+            OmegaConf.update(cfg, f"actor_rollout_ref.{role}.fsdp_config.mixed_precision", dict(precision), merge=False)
     return cfg
 
 

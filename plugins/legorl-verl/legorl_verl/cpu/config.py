@@ -3,6 +3,12 @@
 One actor worker (a logical Ray ``GPU``), verl's FSDP2 engine on gloo with eager attention and
 no padding removal (flash-attention kernels only), one CPU rollout replica beside it, verl's v1
 trainer (as on GPUs) with one TransferQueue storage unit.
+
+The actor and reference compute in the model's dtype (``model.dtype``), the one the CPU rollout
+samples in. verl's FSDP default is bf16 parameters under autocast: on a CPU without bf16 matrix
+units that falls back to torch's reference gemm (every matmul of the 151,936-token output layer:
+its passes took 110-180 s a step on the CI's 2 cores), and it made the actor's log-probs differ
+from the rollout's by bf16 rounding (k3 4e-4), not by the handed-over weights.
 """
 
 from __future__ import annotations
@@ -26,6 +32,15 @@ ROLLOUTS_DIR = "verl/rollouts"
 """Under the run directory: verl's dump of each step's samples (``trainer.rollout_data_dir``)."""
 WEIGHTS_FILE = "verl/rollout-weights.jsonl"
 """Under the run directory: each weight load of the CPU rollout server (version, checksums)."""
+
+
+PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+"""verl's name (``PrecisionType``) of each ``model.dtype``."""
+
+
+def mixed_precision(dtype: str) -> dict[str, str]:
+    """verl's FSDP ``mixed_precision`` for the actor and reference of a CPU run of ``model.dtype``."""
+    return {"param_dtype": PRECISION[dtype], "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 
 def values(workers: int, run_dir: Path, loggers: list[str]) -> dict[str, Any]:
