@@ -7,7 +7,7 @@ trainer (as on GPUs) with one TransferQueue storage unit.
 The actor and reference compute in the model's dtype (``model.dtype``), the one the CPU rollout
 samples in. verl's FSDP default is bf16 parameters under autocast: on a CPU without bf16 matrix
 units that falls back to torch's reference gemm (every matmul of the 151,936-token output layer:
-its passes took 110-180 s a step on the CI's 2 cores), and it made the actor's log-probs differ
+its update took 110-180 s a step alone on 2 cores), and it made the actor's log-probs differ
 from the rollout's by bf16 rounding (k3 4e-4), not by the handed-over weights.
 """
 
