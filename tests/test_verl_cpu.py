@@ -354,7 +354,8 @@ def test_the_cpu_actor_computes_in_the_dtype_the_rollout_samples_in(tmp_path: Pa
     assert cfg["actor_rollout_ref"]["rollout"]["dtype"] == dtype
     for role in ("actor", "ref"):
         engine = omega_conf_to_dataclass(cfg["actor_rollout_ref"][role]["fsdp_config"])
-        assert PrecisionType.to_dtype(engine.mixed_precision["param_dtype"]) == getattr(torch, dtype)
+        assert engine.mixed_precision["param_dtype"] == precision
+        assert PrecisionType.to_dtype(precision) == getattr(torch, dtype)
         assert engine.mixed_precision["reduce_dtype"] == "fp32"
 
 
