@@ -27,7 +27,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=3)
 def test_apply_writes_store_checkpoint_and_step_lines(run_dir: Path) -> None:
     steps = read_steps(run_dir)
     assert [s["step"] for s in steps] == [0, 1]

@@ -9,7 +9,7 @@ import pytest
 
 from lego_rl.testing.runs import apply_spec, check_training_run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow(minutes=5), pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[1]
 
