@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import longest_first
-
 ROOT = Path(__file__).resolve().parents[1]
+# by path: under pytest-xdist the module name `conftest` may already be another directory's conftest
+_spec = importlib.util.spec_from_file_location("legorl_root_conftest", ROOT / "conftest.py")
+assert _spec and _spec.loader
+root_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(root_conftest)
+longest_first = root_conftest.longest_first
 
 
 @dataclass
