@@ -134,7 +134,7 @@ def change_along_the_step(before: Path, after: Path, trials: list[TrialResult]) 
     return {name: (moved[name] - start[name]) / ALONG for name in start}
 
 
-@pytest.mark.slow(minutes=8)
+@pytest.mark.slow(minutes=10)
 def test_a_step_trains_on_proxy_recorded_tokens_with_a_nonzero_gradient(run_dir: Path) -> None:
     steps = read_steps(run_dir)
     assert len(steps) == 2

@@ -56,7 +56,7 @@ def whole_suite():
     return run_suite(workers=3, kinds=("calc", "bugfix"), shipped=[SHIPPED], bugs=[BUG])
 
 
-@pytest.mark.slow(minutes=14)
+@pytest.mark.slow(minutes=13)
 def test_the_whole_suite_gives_no_false_reward_on_every_kind(whole_suite):
     figures = summary(whole_suite)
     assert figures["false_rewards"] == 0 and figures["oracle_ok"] and figures["noop_ok"], _bad(whole_suite)

@@ -115,7 +115,7 @@ def per_trial(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 pytestmark = pytest.mark.timeout(RUN_LIMIT + 300)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=12)
 def test_verl_trains_two_steps_on_rewards_of_real_trials(run: dict[str, Any]) -> None:
     assert sorted(run["metrics"]) == [1, 2]
     samples = [s for step in (1, 2) for s in run["samples"][step]]

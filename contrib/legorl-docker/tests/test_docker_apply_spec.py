@@ -16,7 +16,7 @@ from legorl_docker.cli import Docker
 from lego_rl.data import POLICY_TERMINATIONS
 from lego_rl.observe.store import read_steps, read_trials
 
-pytestmark = pytest.mark.slow(minutes=5)
+pytestmark = pytest.mark.slow(minutes=6)
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO / "specs" / "claude-code-docker-local.yaml"
