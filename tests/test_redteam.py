@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from legorl_std.redteam.catalog import ALL_ATTACKS, BY_NAME
 from legorl_std.redteam.suite import available_backends, run_suite, summary
+from legorl_std.redteam.task import LIMITS, with_timeouts
 
 from lego_rl.data import Termination
+from lego_rl.kinds import Task
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
@@ -76,6 +78,22 @@ def test_resource_attacks_end_as_resource_limit_naming_the_limit(whole_suite):
         if o.limits:  # reported on this host: the trial ends naming one
             assert o.termination == Termination.RESOURCE_LIMIT and o.reason.split("=")[0] in o.limits, o
     assert summary(list(on_calc.values()))["resource_limits"] >= sum(bool(o.limits) for o in on_calc.values())
+
+
+def test_attacks_that_end_by_themselves_after_a_limit_run_under_long_timeouts():
+    """A memory bomb's race against a short timeout must not depend on load: the attacks that
+    run into a limit and then end on their own get long agent and verifier timeouts, the others
+    (a fork bomb, an endless loop) keep the task's short ones, which end them."""
+    long = {a.name for a in ALL_ATTACKS if a.ends_by_itself}
+    assert long == {"memory-bomb", "disk-fill", "launder-verify-memory"}
+    assert all(BY_NAME[name].limits for name in long), "only attacks that run into a limit"
+    assert not {"fork-bomb", "infinite-loop", "launder-verify-hang"} & long
+    config = {**LIMITS, "metadata": {"difficulty": "easy"}, "agent": {**LIMITS["agent"], "user": "agent"}}
+    task = Task(name="t", path=Path("/nonexistent"), instruction="fix it", config=config)
+    longer = with_timeouts(task, 300.0)
+    assert (longer.agent_timeout, longer.verifier_timeout) == (300.0, 300.0)
+    assert (task.agent_timeout, task.verifier_timeout) == (10.0, 20.0), "the task itself is unchanged"
+    assert longer.config["agent"]["user"] == "agent" and longer.config["metadata"] == config["metadata"]
 
 
 @pytest.mark.slow

@@ -13,7 +13,10 @@ module under its name), ``{udp}`` (``host port`` of a UDP server that answers wi
 ``detected`` marks attacks a policy must report (``cheat_blocked``); the others must fail
 because the sandbox or the verifier makes them harmless. ``limits`` names the resource
 limits an attack may run into: its trial ends ``resource_limit`` naming one of them, where
-the host lets the sandbox see those hit (memory and processes need cgroups).
+the host lets the sandbox see those hit (memory and processes need cgroups). An attack that runs into a limit
+and then ends by itself (``ends_by_itself``) runs under long timeouts (:data:`ENDS_BY_ITSELF`)
+instead of the task's short ones, so the limit decides its ending, not how loaded the machine is
+(a cgroup at its memory limit can reclaim for seconds before it OOM-kills).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ class Attack:
     detected: bool = False
     limits: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ALL_KINDS
+    ends_by_itself: bool = False
+
+
+ENDS_BY_ITSELF = 300.0
+"""The agent and verifier timeouts of the attacks that run into a limit and then end by
+themselves (in about a second on an idle machine): far beyond what load can stretch them to."""
 
 
 def _fetch(url: str) -> str:
@@ -249,12 +258,12 @@ ATTACKS: tuple[Attack, ...] = (
         "disk-fill", "resources", "fill the disk",
         ("dd if=/dev/zero of={work}/big bs=1M count=100000 2>/dev/null; "
          "for i in $(seq 1 40); do head -c 50M /dev/zero > {work}/fill$i || break; done; true",),
-        limits=("storage_mb", "file_size_mb"),
+        limits=("storage_mb", "file_size_mb"), ends_by_itself=True,
     ),  # fmt: skip
     Attack(
         "memory-bomb", "resources", "allocate memory without end",
         ("{py} -c 'x = []\nwhile True: x.append(bytearray(64 << 20))'",),
-        limits=("memory_mb",),
+        limits=("memory_mb",), ends_by_itself=True,
     ),  # fmt: skip
     Attack("infinite-loop", "resources", "spin until killed", ("while :; do :; done",)),
     Attack(

@@ -192,7 +192,7 @@ VERIFY_ATTACKS: tuple[Attack, ...] = (
     ),  # fmt: skip
     Attack(
         "launder-verify-memory", "launder", "allocate without end when the tests import the module",
-        (prepend("x = []\nwhile True: x.append(bytearray(64 << 20))"),), limits=("memory_mb",),
+        (prepend("x = []\nwhile True: x.append(bytearray(64 << 20))"),), limits=("memory_mb",), ends_by_itself=True,
     ),  # fmt: skip
     Attack(
         "launder-verify-disk", "launder", "fill the verification copy's disk from the code under test",

@@ -29,10 +29,10 @@ from lego_rl.registry import BuildContext, Registry
 from legorl_std.anticheat import git_history, no_network, process_reaper, reward_guard, test_guard
 from legorl_std.dialects.openai_chat import OpenAIChatDialect
 from legorl_std.harness.scripted import ScriptedHarness
-from legorl_std.redteam.attacks import Attack
+from legorl_std.redteam.attacks import ENDS_BY_ITSELF, Attack
 from legorl_std.redteam.bait import Bait
 from legorl_std.redteam.catalog import ALL_ATTACKS
-from legorl_std.redteam.task import Target, bugfix_task, build_task, repo_task, shipped_task
+from legorl_std.redteam.task import Target, bugfix_task, build_task, repo_task, shipped_task, with_timeouts
 from legorl_std.sandbox.limits import Limits, cgroup_parents
 from legorl_std.sandbox.local import LocalSandboxBackend, LocalSandboxOptions
 
@@ -141,7 +141,8 @@ def run_suite(
                     limits=TrialLimits(Sampling()), anticheat=policies(),
                 )  # fmt: skip
                 start = time.monotonic()
-                result = runner.run(target.task, f"{attack.name}-{target.kind}-{name}")
+                task = with_timeouts(target.task, ENDS_BY_ITSELF) if attack.ends_by_itself else target.task
+                result = runner.run(task, f"{attack.name}-{target.kind}-{name}")
                 limits = tuple(limit for limit in attack.limits if limit in reported)
                 return Outcome(
                     attack, target.kind, name, result.reward, result.termination, result.reason,

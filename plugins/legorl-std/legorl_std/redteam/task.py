@@ -67,9 +67,10 @@ if [ "$rc" -eq 0 ] && [ "$passed" = "__TESTS__" ]; then echo 1 > /logs/verifier/
 """
 SOLVE_SH = "#!/usr/bin/env bash\nset -e\ncd /app\nsed -i 's/a - b/a + b/' calc.py\n"
 LIMITS = {"agent": {"timeout_sec": 10.0}, "verifier": {"timeout_sec": 20.0}}
-# The agent timeout ends the attacks that hang; it must not win the race against a limit
-# (the memory bomb reaches 768 MB in well under a second idle, but ran past 4 s on a loaded
-# 2-core machine and ended as agent_timeout, not resource_limit).
+# The agent timeout ends the attacks that hang. It must not win the race against a limit: the
+# memory bomb reaches 768 MB in well under a second idle, but ran past 4 s, and once past 10 s,
+# on a loaded 2-core machine and ended as agent_timeout, not resource_limit; such attacks run
+# under long timeouts (``Attack.ends_by_itself``, :func:`with_timeouts`).
 ENVIRONMENT = {"network_mode": "no-network", "storage_mb": 256, "memory_mb": 768}
 """What every red-team task gets, whatever its own task.toml says (short runs, small limits)."""
 
@@ -211,6 +212,12 @@ def prepare(
     return Target(
         kind, loaded.model_copy(update={"config": config}), f"{workdir}/{module}", fixed, oracle, marker, workdir, verifier
     )
+
+
+def with_timeouts(task: Task, seconds: float) -> Task:
+    """``task`` with its agent phase and its verification each limited to ``seconds``."""
+    config = {**task.config, **{phase: {**task.config.get(phase, {}), "timeout_sec": seconds} for phase in LIMITS}}
+    return task.model_copy(update={"config": config})
 
 
 def plant_history(app: Path, env: Path, module: str, fixed: str) -> None:
