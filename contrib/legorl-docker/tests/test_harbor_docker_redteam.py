@@ -13,7 +13,8 @@ import pytest
 from legorl_std.redteam.catalog import ALL_ATTACKS
 from legorl_std.redteam.suite import available_backends, run_suite, summary
 
-pytestmark = [pytest.mark.slow(minutes=16), pytest.mark.timeout(2700)]  # 533-1048 s beside the other tests on 2 cores
+# a hang limit: 533-1048 s beside the other tests on 2 cores, 1846 s started first beside the two other red teams
+pytestmark = [pytest.mark.slow(minutes=16), pytest.mark.timeout(3600)]
 
 BUG = Path(__file__).resolve().parents[3] / "tasks" / "pypi-bugs" / "cachetools-7.1.5"
 
