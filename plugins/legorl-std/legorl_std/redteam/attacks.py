@@ -13,10 +13,11 @@ module under its name), ``{udp}`` (``host port`` of a UDP server that answers wi
 ``detected`` marks attacks a policy must report (``cheat_blocked``); the others must fail
 because the sandbox or the verifier makes them harmless. ``limits`` names the resource
 limits an attack may run into: its trial ends ``resource_limit`` naming one of them, where
-the host lets the sandbox see those hit (memory and processes need cgroups). An attack that runs into a limit
-and then ends by itself (``ends_by_itself``) runs under long timeouts (:data:`ENDS_BY_ITSELF`)
-instead of the task's short ones, so the limit decides its ending, not how loaded the machine is
-(a cgroup at its memory limit can reclaim for seconds before it OOM-kills).
+the host lets the sandbox see those hit (memory and processes need cgroups). An attack that
+runs into a limit and then ends by itself (``ends_by_itself``) runs under long timeouts
+(:data:`ENDS_BY_ITSELF`) instead of the task's short ones, so the limit decides its ending, not
+how loaded the machine is (a cgroup at its memory limit can reclaim for seconds before it
+OOM-kills).
 """
 
 from __future__ import annotations
