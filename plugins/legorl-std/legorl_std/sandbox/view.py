@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import posixpath
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -86,13 +87,7 @@ def own_packages(under: Iterable[Path]) -> list[Path]:
     """Installed files of lego-rl and of every plugin distribution (the ``lego_rl`` entry-point
     group) that lie under ``under``: the dirs and modules to cover inside."""
     roots = [Path(os.path.realpath(p)) for p in under]
-    found: set[Path] = set()
-    for dist in _own_distributions():
-        for top in _top_levels(dist):
-            path = Path(os.path.realpath(top))
-            if path.exists() and any(path.is_relative_to(r) for r in roots):
-                found.add(path)
-    return sorted(found)
+    return sorted(p for p in _own_top_levels() if p.exists() and any(p.is_relative_to(r) for r in roots))
 
 
 def cover_args(paths: Iterable[Path]) -> list[str]:
@@ -104,6 +99,37 @@ def cover_args(paths: Iterable[Path]) -> list[str]:
         else:
             argv += ["--ro-bind", "/dev/null", str(path)]
     return argv
+
+
+_tops: tuple[tuple[tuple[str, tuple[int, ...] | None], ...], frozenset[Path]] | None = None
+"""The install state :func:`_own_top_levels` last read, and what it found."""
+
+
+def _own_top_levels() -> frozenset[Path]:
+    """The real paths of every own distribution's top-level packages, modules and metadata
+    dirs. Reading them parses every installed distribution's metadata (0.1 s of held GIL, twice
+    a trial), so the answer is kept until the install state changes."""
+    global _tops
+    state = _install_state()
+    if _tops is None or _tops[0] != state:
+        found = frozenset(Path(os.path.realpath(t)) for d in _own_distributions() for t in _top_levels(d))
+        _tops = (state, found)
+    return _tops[1]
+
+
+def _install_state() -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """``sys.path`` with each entry's mtime, size and link count: installing or removing a
+    distribution adds or removes its metadata dir in one of them, which changes the mtime, and
+    the link count or size too (so a change within one clock tick is still seen)."""
+    state: list[tuple[str, tuple[int, ...] | None]] = []
+    for entry in sys.path:
+        try:
+            st = os.stat(entry or ".")
+        except OSError:
+            state.append((entry, None))
+        else:
+            state.append((entry, (st.st_mtime_ns, st.st_size, st.st_nlink, st.st_ino)))
+    return tuple(state)
 
 
 def _own_distributions() -> list[importlib.metadata.Distribution]:
