@@ -101,7 +101,10 @@ def cover_args(paths: Iterable[Path]) -> list[str]:
     return argv
 
 
-_tops: tuple[tuple[tuple[str, tuple[int, ...] | None], ...], frozenset[Path]] | None = None
+InstallState = tuple[tuple[str, tuple[int, ...] | None], ...]
+"""Each ``sys.path`` entry with its dir's identity and change marks (None: missing)."""
+
+_tops: tuple[InstallState, frozenset[Path]] | None = None
 """The install state :func:`_own_top_levels` last read, and what it found."""
 
 
@@ -117,9 +120,9 @@ def _own_top_levels() -> frozenset[Path]:
     return _tops[1]
 
 
-def _install_state() -> tuple[tuple[str, tuple[int, ...] | None], ...]:
-    """``sys.path`` with each entry's mtime, size and link count: installing or removing a
-    distribution adds or removes its metadata dir in one of them, which changes the mtime, and
+def _install_state() -> InstallState:
+    """``sys.path`` with each entry's mtime, size, link count and inode: installing or removing
+    a distribution adds or removes its metadata dir in one of them, which changes the mtime, and
     the link count or size too (so a change within one clock tick is still seen)."""
     state: list[tuple[str, tuple[int, ...] | None]] = []
     for entry in sys.path:
