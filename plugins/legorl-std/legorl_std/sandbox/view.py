@@ -110,8 +110,8 @@ _tops: tuple[InstallState, frozenset[Path]] | None = None
 
 def _own_top_levels() -> frozenset[Path]:
     """The real paths of every own distribution's top-level packages, modules and metadata
-    dirs. Reading them parses every installed distribution's metadata (0.1 s of held GIL, twice
-    a trial), so the answer is kept until the install state changes."""
+    dirs. Reading them parses every installed distribution's metadata (0.1 s of held GIL, once
+    a trial: :meth:`LocalSandbox.provide`), so the answer is kept until the install state changes."""
     global _tops
     state = _install_state()
     if _tops is None or _tops[0] != state:
