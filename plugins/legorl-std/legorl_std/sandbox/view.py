@@ -14,6 +14,7 @@ The trial's own files, ``/dev``, ``/proc`` and a private ``/tmp`` are mounted by
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import posixpath
@@ -115,6 +116,7 @@ def _own_top_levels() -> frozenset[Path]:
     global _tops
     state = _install_state()
     if _tops is None or _tops[0] != state:
+        importlib.invalidate_caches()  # importlib.metadata keys its path cache on a coarser mtime
         found = frozenset(Path(os.path.realpath(t)) for d in _own_distributions() for t in _top_levels(d))
         _tops = (state, found)
     return _tops[1]
