@@ -23,6 +23,7 @@ from lego_rl.spec.models import ModelSpec, WarmstartSpec
 from legorl_embedded.policy.logprobs import token_logprobs
 from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.training.adamw import adamw
+from legorl_embedded.training.trained_rows import reachable_rows, trained_rows
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """(ids, attention mask, reply mask), each ``[B, T]``, and each row's weight ``[B]``."""
@@ -87,8 +88,36 @@ def supervise_model(
     seed: int,
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
-    """Train ``model`` in place on the demonstrations; per-epoch mean reply NLL in the result."""
+    """Train ``model`` in place on the demonstrations; per-epoch mean reply NLL in the result.
+    With a restricted output vocabulary only the vocabulary rows the demonstrations reach are
+    trained (the same update: see :mod:`legorl_embedded.training.trained_rows`)."""
     batches = pack(demos, plan.batch_tokens)
+    if not isinstance(vocab, OutputVocab):
+        vocab = OutputVocab(vocab)
+    with trained_rows(model, reachable_rows((b[0] for b in batches), vocab), vocab) as rows:
+        if rows is not None:
+            batches = [(rows.ids(ids), attention, reply, weight) for ids, attention, reply, weight in batches]
+            vocab = rows.vocab
+        epochs, seconds = fit(model, batches, plan, vocab, seed, log)
+    model.eval()
+    return {
+        "nll_first_epoch": epochs[0],
+        "nll_last_epoch": epochs[-1],
+        "batches": float(len(batches)),
+        "seconds": seconds,
+    }
+
+
+def fit(
+    model: torch.nn.Module,
+    batches: list[Batch],
+    plan: WarmstartSpec,
+    vocab: OutputVocab,
+    seed: int,
+    log: Callable[[str], None],
+) -> tuple[list[float], float]:
+    """The epochs over ``batches`` as given, every row of the vocabulary matrices trained:
+    per-epoch mean reply NLL, and the seconds they took."""
     steps = plan.epochs * len(batches)
     opt = adamw(model.parameters(), plan.lr)
     rate = partial(warmup_cosine, steps=steps, floor=plan.lr_floor)
@@ -111,13 +140,7 @@ def supervise_model(
             total, tokens = total + loss.item() * count, tokens + count
         epochs.append(total / max(tokens, 1))
         log(f"warm start: epoch {epoch + 1}/{plan.epochs}, reply NLL {epochs[-1]:.3f}")
-    model.eval()
-    return {
-        "nll_first_epoch": epochs[0],
-        "nll_last_epoch": epochs[-1],
-        "batches": float(len(batches)),
-        "seconds": time.perf_counter() - started,
-    }
+    return epochs, time.perf_counter() - started
 
 
 def cover_replies(model: torch.nn.Module, demos: Sequence[Any]) -> None:
