@@ -5,7 +5,8 @@ embedding (tied to the output head). A supervised pass over a fixed set of demon
 reads a few thousand of those rows (the ids its batches contain, and the emittable rows the
 head scores); every other row gets a zero gradient at every step, so AdamW (no weight decay)
 never moves it and gradient clipping never sees it. Yet autograd fills, clips and steps the
-dense 151k-row gradient at every step: on 2 cores that was a fifth of the warm start's time.
+dense 151k-row gradient at every step: on 2 cores, skipping that cut the quickstart-verify
+warm start's epochs from 17.0 to 9.8 s.
 
 :func:`trained_rows` swaps the vocabulary matrices for their reachable rows for the duration
 of a training loop over known batches and writes them back afterwards: the same update, to
