@@ -55,5 +55,5 @@ def test_an_unrestricted_head_trains_the_matrices_themselves() -> None:
 
     model, _, _ = _setup(tied=True)
     weight = model.get_input_embeddings().weight
-    with trained_rows(model, torch.arange(10), OutputVocab(weight.shape[0])) as rows:
+    with trained_rows(model, [torch.arange(10)], OutputVocab(weight.shape[0])) as rows:
         assert rows is None and model.get_input_embeddings().weight is weight

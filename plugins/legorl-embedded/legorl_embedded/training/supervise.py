@@ -23,7 +23,7 @@ from lego_rl.spec.models import ModelSpec, WarmstartSpec
 from legorl_embedded.policy.logprobs import token_logprobs
 from legorl_embedded.policy.output_vocab import OutputVocab, model_output_vocab
 from legorl_embedded.training.adamw import adamw
-from legorl_embedded.training.trained_rows import reachable_rows, trained_rows
+from legorl_embedded.training.trained_rows import trained_rows
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """(ids, attention mask, reply mask), each ``[B, T]``, and each row's weight ``[B]``."""
@@ -94,7 +94,7 @@ def supervise_model(
     batches = pack(demos, plan.batch_tokens)
     if not isinstance(vocab, OutputVocab):
         vocab = OutputVocab(vocab)
-    with trained_rows(model, reachable_rows((b[0] for b in batches), vocab), vocab) as rows:
+    with trained_rows(model, (b[0] for b in batches), vocab) as rows:
         if rows is not None:
             batches = [(rows.ids(ids), attention, reply, weight) for ids, attention, reply, weight in batches]
             vocab = rows.vocab

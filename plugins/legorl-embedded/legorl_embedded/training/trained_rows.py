@@ -39,34 +39,30 @@ class RowMap:
         return self.index[full]
 
 
-def reachable_rows(batches: Iterable[Tensor], vocab: OutputVocab) -> Tensor:
-    """Sorted ids the ``batches`` contain, together with the ids the head emits."""
-    seen = [batch.reshape(-1) for batch in batches]
-    emitted = vocab.ids if vocab.ids is not None else torch.arange(vocab.size)
-    return torch.unique(torch.cat([*seen, emitted]))
+def reachable_rows(batches: Iterable[Tensor], kept: Tensor) -> Tensor:
+    """Sorted ids the ``batches`` contain, together with the ``kept`` ids."""
+    return torch.unique(torch.cat([*(batch.reshape(-1) for batch in batches), kept]))
 
 
 @contextmanager
-def trained_rows(model: nn.Module, rows: Tensor, vocab: OutputVocab) -> Iterator[RowMap | None]:
-    """Within the block the model's embedding (and head, tied or not) hold only ``rows``;
-    feed it ``RowMap.ids`` of the batches and score with ``RowMap.vocab``. Build the optimizer
-    inside the block. On exit the trained rows are written back into the full matrices. Yields
-    None, changing nothing, when it would not save anything (an unrestricted head, a head
-    with a bias, a matrix of another shape)."""
+def trained_rows(model: nn.Module, batches: Iterable[Tensor], vocab: OutputVocab) -> Iterator[RowMap | None]:
+    """Within the block the model's embedding (and head, tied or not) hold only the rows the
+    ids of ``batches`` and the head's emittable ids reach; feed it ``RowMap.ids`` of the
+    batches and score with ``RowMap.vocab``. Build the optimizer inside the block. On exit the
+    trained rows are written back into the full matrices. Yields None, changing nothing, when
+    it would not save anything (an unrestricted head, a head with a bias, a matrix of another
+    shape, every row reached)."""
     embed, head = model.get_input_embeddings(), model.get_output_embeddings()
     full_in, full_out = embed.weight, head.weight
     size = full_in.shape[0]
-    if (
-        vocab.ids is None
-        or getattr(head, "bias", None) is not None
-        or full_out.shape != full_in.shape
-        or len(rows) >= size
-    ):
+    padding = getattr(embed, "padding_idx", None)
+    rows = None
+    if vocab.ids is not None and getattr(head, "bias", None) is None and full_out.shape == full_in.shape:
+        kept = [vocab.ids] if padding is None else [vocab.ids, torch.tensor([padding])]
+        rows = reachable_rows(batches, torch.cat(kept))
+    if rows is None or len(rows) >= size:
         yield None
         return
-    padding = getattr(embed, "padding_idx", None)
-    if padding is not None:
-        rows = torch.unique(torch.cat([rows, torch.tensor([padding])]))
     index = torch.full((size,), -1, dtype=torch.long)
     index[rows] = torch.arange(len(rows))
     tied = full_in is full_out
