@@ -166,7 +166,7 @@ def test_consistency_benchmark_smoke(dtype):
 
     figures = main(["--train-steps", "3", "--samples", "2", "--tokens", "8", "--scoring-dtype", dtype])
     assert figures["scoring_dtype"] == dtype and figures["scored_tokens"] == 16 and 0.0 < figures["routing_agreement"] <= 1.0
-    assert len(figures["router_mismatch_per_layer"]) == 6 and figures["threads"] == 1
+    assert len(figures["router_mismatch_per_layer"]) == 6 and figures["threads"] == 2
     assert 0.0 <= max(figures["router_mismatch_per_layer"]) <= figures["tokens_any_layer_differing"] <= 1.0
     assert figures["k3_replay"] >= 0.0 and -1.0 <= figures["pearson_replay"] <= 1.0
 
