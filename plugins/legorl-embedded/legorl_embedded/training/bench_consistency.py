@@ -78,17 +78,17 @@ different decision on 7-14 % of router decisions per layer (more in later layers
 that analyses of MoE RL report. The load-balancing coefficient is large (Qwen3's is 0.001) so
 that 1,600 steps balance the routers as long pretraining does. 64 experts top-2 (the previous
 shape, Mixtral's routing) differed on 2.2 % of decisions (8.8-9.7 % of tokens), with Pearson off
-0.9997-0.9998 after 400 steps, as this routing then. Measured on seed 0 (windows of 128 bytes then): 8 experts without
-the balancing loss had a differing decision on 2.6 % of tokens and replay cut k3 4x (64-token
-completions, Pearson off 0.9999); 16 or 32 experts with coefficient 0.1-0.5 and 448 tokens,
-7-13 % and 2.9-4.8x; 16 experts top-4, more differing decisions that each moved less (3.0x at
-64 tokens). Completions past the trained windows mismatched far more (Pearson off 0.9978 at 960
-tokens), but through positions the model had never seen: training on windows of the whole
-context (:func:`train`) took that away (0.9997 at 960 tokens, seed 1). Depth does not bring the
-off case nearer the field's figure either (seed 0, the same 400 steps, 1 thread): 12 and 24
-layers had 4.6 and 3.7 % of router decisions differ (36 and 55 % of tokens), Pearson off 0.99996
-both, and replay cut k3 7.7x and 1.9x (the bf16 numerics that replay cannot remove grow with
-depth), in 23 and 44 minutes."""
+0.9997-0.9998, as this routing had after 400 steps. Measured on seed 0 (windows of 128 bytes
+then): 8 experts without the balancing loss had a differing decision on 2.6 % of tokens and
+replay cut k3 4x (64-token completions, Pearson off 0.9999); 16 or 32 experts with coefficient
+0.1-0.5 and 448 tokens, 7-13 % and 2.9-4.8x; 16 experts top-4, more differing decisions that
+each moved less (3.0x at 64 tokens). Completions past the trained windows mismatched far more
+(Pearson off 0.9978 at 960 tokens), but through positions the model had never seen: training on
+windows of the whole context (:func:`train`) took that away (0.9997 at 960 tokens, seed 1).
+Depth does not bring the off case nearer the field's figure either (seed 0, the same 400 steps,
+1 thread): 12 and 24 layers had 4.6 and 3.7 % of router decisions differ (36 and 55 % of
+tokens), Pearson off 0.99996 both, and replay cut k3 7.7x and 1.9x (the bf16 numerics that
+replay cannot remove grow with depth), in 23 and 44 minutes."""
 PROMPT_BYTES = 48
 TRAIN_ROWS = 4  # windows of the whole context per step: 2048 bytes
 
